@@ -1,0 +1,135 @@
+//! Durations as people write them (`30s`, `90m`, `24h`, `3d`, `31.8s`).
+//!
+//! Everything user-facing takes durations in this one format so that a flag, a
+//! scenario file and a CSV of retry delays all read alike.
+
+use std::time::Duration;
+
+/// A duration that could not be parsed; carries the offending text so callers can name it.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a duration (write it like 250ms, 30s, 90m, 24h or 3d)")]
+pub struct DurationError {
+    pub text: String,
+}
+
+/// Parses `250ms`, `30s`, `31.8s`, `90m`, `24h`, `3d` and humantime's compound forms (`1h 30m`).
+///
+/// Decimal values are accepted because the seed's timelines are written in tenths of a second.
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    let err = || DurationError { text: text.to_string() };
+    let t = text.trim();
+    if t.is_empty() {
+        return Err(err());
+    }
+    if let Ok(d) = humantime::parse_duration(t) {
+        return Ok(d);
+    }
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(err)?;
+    let (num, unit) = t.split_at(split);
+    let value: f64 = num.parse().map_err(|_| err())?;
+    let unit_s = match unit.trim() {
+        "ms" => 1e-3,
+        "s" => 1.0,
+        "m" | "min" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        _ => return Err(err()),
+    };
+    let secs = value * unit_s;
+    if !secs.is_finite() || secs < 0.0 {
+        return Err(err());
+    }
+    Ok(Duration::from_secs_f64(secs))
+}
+
+/// Formats seconds the way `parse` reads them, choosing the largest unit that divides evenly.
+pub fn format_secs(secs: f64) -> String {
+    const UNITS: [(&str, f64); 4] = [("d", 86_400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)];
+    for (name, size) in UNITS {
+        let n = secs / size;
+        if n >= 1.0 && (n - n.round()).abs() < 1e-9 {
+            return format!("{}{name}", n.round() as u64);
+        }
+    }
+    if secs < 1.0 && secs > 0.0 {
+        let ms = secs * 1000.0;
+        if (ms - ms.round()).abs() < 1e-9 {
+            return format!("{}ms", ms.round() as u64);
+        }
+    }
+    format!("{secs}s")
+}
+
+/// A clap value parser, so a bad flag value is refused with the flag's name by clap itself.
+pub fn clap_parse(text: &str) -> Result<Duration, String> {
+    parse(text).map_err(|e| e.to_string())
+}
+
+/// Serde support: durations in scenario files are strings like `"24h"`.
+pub mod serde_str {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&super::format_secs(d.as_secs_f64()))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        super::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Like `serde_str`, for an optional duration.
+pub mod serde_opt {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use std::time::Duration;
+
+    pub fn serialize<S: Serializer>(d: &Option<Duration>, s: S) -> Result<S::Ok, S::Error> {
+        match d {
+            Some(d) => super::serde_str::serialize(d, s),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+        let text = Option::<String>::deserialize(d)?;
+        text.map(|t| super::parse(&t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_forms_people_write() {
+        assert_eq!(parse("30s").unwrap(), Duration::from_secs(30));
+        assert_eq!(parse("90m").unwrap(), Duration::from_secs(5400));
+        assert_eq!(parse("24h").unwrap(), Duration::from_secs(86_400));
+        assert_eq!(parse("3d").unwrap(), Duration::from_secs(259_200));
+        assert_eq!(parse("31.8s").unwrap(), Duration::from_millis(31_800));
+        assert_eq!(parse("250ms").unwrap(), Duration::from_millis(250));
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_duration() {
+        for bad in ["", "3", "abc", "-5s", "3 parsecs", "1.2.3s"] {
+            let e = parse(bad).unwrap_err();
+            assert_eq!(e.text, bad);
+        }
+    }
+
+    #[test]
+    fn formats_round_trip() {
+        for s in ["30s", "90m", "24h", "3d", "250ms"] {
+            let d = parse(s).unwrap();
+            assert_eq!(parse(&format_secs(d.as_secs_f64())).unwrap(), d);
+        }
+        assert_eq!(format_secs(86_400.0), "1d");
+        assert_eq!(format_secs(5400.0), "90m");
+    }
+}

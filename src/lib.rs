@@ -1,0 +1,5 @@
+//! `idemcalc`: size and price idempotency-key stores.
+//!
+//! See ARCHITECTURE.md for the module map and how a scenario becomes a report.
+
+pub mod duration;
