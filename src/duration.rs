@@ -16,7 +16,9 @@ pub struct DurationError {
 ///
 /// Decimal values are accepted because the seed's timelines are written in tenths of a second.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError { text: text.to_string() };
+    let err = || DurationError {
+        text: text.to_string(),
+    };
     let t = text.trim();
     if t.is_empty() {
         return Err(err());

@@ -2,4 +2,11 @@
 //!
 //! See ARCHITECTURE.md for the module map and how a scenario becomes a report.
 
+pub mod carrier;
+pub mod cli;
+pub mod clock;
 pub mod duration;
+pub mod engine;
+pub mod scenario;
+pub mod sim;
+pub mod store;

@@ -1,0 +1,349 @@
+//! The simulated carrier: the downstream API that sells labels.
+//!
+//! It is a separate service with its own idempotency store on the derived key (`carrier:` + our
+//! key) and its own retention window, and a billing ledger with one invoice line per purchase, so
+//! a duplicate purchase is a countable line with no matching label on our side. It is shared by
+//! every engine in a run (`Carrier` is `Sync`), as a real carrier is shared by every worker.
+
+use crate::clock::Millis;
+use rand::distr::Distribution as _;
+use rand::rngs::StdRng;
+use rand::{RngExt as _, SeedableRng};
+use serde::{Deserialize, Serialize};
+use statrs::distribution::LogNormal;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+/// The carrier services, each with the tracking-number prefix the seed's `GRD000918273` shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Service {
+    Ground,
+    Express,
+    Overnight,
+}
+
+impl Service {
+    pub fn parse(text: &str) -> Option<Self> {
+        match text {
+            "ground" => Some(Service::Ground),
+            "express" => Some(Service::Express),
+            "overnight" => Some(Service::Overnight),
+            _ => None,
+        }
+    }
+
+    pub fn prefix(self) -> &'static str {
+        match self {
+            Service::Ground => "GRD",
+            Service::Express => "EXP",
+            Service::Overnight => "OVN",
+        }
+    }
+}
+
+/// How long the carrier takes to answer.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind")]
+pub enum Latency {
+    Fixed {
+        ms: Millis,
+    },
+    /// Log-normal, described by its median and 99th percentile because those are the two
+    /// figures a carrier's status page or an APM tool shows.
+    LogNormal {
+        median_ms: f64,
+        p99_ms: f64,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CarrierConfig {
+    pub latency: Latency,
+    /// Fraction of calls on which the carrier hangs past any client timeout, after the purchase
+    /// went through: the reply is lost, the money is not.
+    pub hang_fraction: f64,
+    /// How long a hung call takes before its (late) answer.
+    pub hang_ms: Millis,
+    /// Fraction of calls the carrier refuses outright (nothing bought, nothing billed).
+    pub error_fraction: f64,
+    /// The carrier's own dedupe window for a repeated key. 24 h, like Stripe's, by default.
+    pub window_ms: Millis,
+    /// Price of one label, in cents: the seed's $6.00.
+    pub price_cents: i64,
+    pub seed: u64,
+}
+
+impl Default for CarrierConfig {
+    fn default() -> Self {
+        Self {
+            latency: Latency::LogNormal {
+                median_ms: 40.0,
+                p99_ms: 200.0,
+            },
+            hang_fraction: 0.0,
+            hang_ms: 60_000,
+            error_fraction: 0.0,
+            window_ms: 86_400_000,
+            price_cents: 600,
+            seed: 1,
+        }
+    }
+}
+
+/// What the label service sends to the carrier.
+#[derive(Debug, Clone)]
+pub struct Purchase<'a> {
+    /// The derived key; `None` reproduces "downstream call sent without a key".
+    pub key: Option<&'a str>,
+    pub order_id: i64,
+    pub parcel_no: i64,
+    pub label_version: i64,
+    pub service: Service,
+    pub weight_g: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CarrierLabel {
+    pub label_id: String,
+    pub tracking_no: String,
+    pub cost_cents: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum CarrierResult {
+    /// A label: bought now, or (`replayed`) the one the same key bought earlier.
+    Label { label: CarrierLabel, replayed: bool },
+    /// A definitive refusal: nothing was bought.
+    Refused { reason: String },
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CarrierReply {
+    pub result: CarrierResult,
+    /// How long the answer takes to come back; the caller compares it with its timeout.
+    pub latency_ms: Millis,
+}
+
+/// One billed purchase.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct InvoiceLine {
+    pub at_ms: Millis,
+    pub carrier_key: Option<String>,
+    pub order_id: i64,
+    pub parcel_no: i64,
+    pub label_version: i64,
+    pub label_id: String,
+    pub tracking_no: String,
+    pub cost_cents: i64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct CarrierStats {
+    pub purchases: u64,
+    pub replays: u64,
+    pub refusals: u64,
+    pub billed_cents: i64,
+    /// Purchases beyond the first for the same (order, parcel, version): labels paid twice.
+    pub duplicate_purchases: u64,
+    pub keys_held: u64,
+}
+
+pub struct Carrier {
+    config: CarrierConfig,
+    latency: Option<LogNormal>,
+    state: Mutex<State>,
+}
+
+struct State {
+    rng: StdRng,
+    keys: HashMap<String, (CarrierLabel, Millis)>,
+    /// Keys in the order they expire, so forgetting them is a pop from the front.
+    expiry: VecDeque<(Millis, String)>,
+    ledger: Vec<InvoiceLine>,
+    /// Labels sold per (order, parcel, version): the carrier's view of "more than one label".
+    sold: HashMap<(i64, i64, i64), u32>,
+    /// Labels sold per order, to number the tracking numbers of a second label.
+    per_order: HashMap<i64, u32>,
+    stats: CarrierStats,
+    keep_ledger: bool,
+}
+
+impl Carrier {
+    pub fn new(config: CarrierConfig) -> Self {
+        let latency = match config.latency {
+            Latency::Fixed { .. } => None,
+            Latency::LogNormal { median_ms, p99_ms } => {
+                // p99 of a log-normal is median · exp(2.326 σ).
+                let sigma = ((p99_ms / median_ms).ln() / 2.326_347_874).max(1e-9);
+                LogNormal::new(median_ms.max(1e-3).ln(), sigma).ok()
+            }
+        };
+        let rng = StdRng::seed_from_u64(config.seed);
+        Self {
+            config,
+            latency,
+            state: Mutex::new(State {
+                rng,
+                keys: HashMap::new(),
+                expiry: VecDeque::new(),
+                ledger: Vec::new(),
+                sold: HashMap::new(),
+                per_order: HashMap::new(),
+                stats: CarrierStats::default(),
+                keep_ledger: true,
+            }),
+        }
+    }
+
+    /// Long simulations keep counts only: a ledger of every purchase over days of traffic would
+    /// grow without bound, and duplicates are already counted per parcel.
+    pub fn without_ledger(self) -> Self {
+        self.lock().keep_ledger = false;
+        self
+    }
+
+    pub fn config(&self) -> &CarrierConfig {
+        &self.config
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave the maps half-updated in a way that matters
+        // for counting, so a poisoned lock is taken over rather than propagated.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Buys (or replays) a label at `now_ms`. The purchase is booked at the moment of the call:
+    /// a reply that arrives late or never still cost money.
+    pub fn purchase(&self, p: &Purchase<'_>, now_ms: Millis) -> CarrierReply {
+        let mut s = self.lock();
+        while let Some((t, _)) = s.expiry.front() {
+            if *t > now_ms {
+                break;
+            }
+            let (_, key) = s.expiry.pop_front().unwrap_or_default();
+            if s.keys.get(&key).is_some_and(|(_, exp)| *exp <= now_ms) {
+                s.keys.remove(&key);
+            }
+        }
+        let base_latency = match self.config.latency {
+            Latency::Fixed { ms } => ms,
+            Latency::LogNormal { .. } => self
+                .latency
+                .as_ref()
+                .map(|d| d.sample(&mut s.rng).round() as Millis)
+                .unwrap_or(0),
+        };
+        let roll: f64 = s.rng.random();
+        if roll < self.config.error_fraction {
+            s.stats.refusals += 1;
+            return CarrierReply {
+                result: CarrierResult::Refused {
+                    reason: "carrier_unavailable".into(),
+                },
+                latency_ms: base_latency,
+            };
+        }
+        let hung = roll < self.config.error_fraction + self.config.hang_fraction;
+        let latency_ms = if hung {
+            self.config.hang_ms
+        } else {
+            base_latency
+        };
+        if let Some(key) = p.key
+            && let Some((label, _)) = s.keys.get(key)
+        {
+            let label = label.clone();
+            s.stats.replays += 1;
+            return CarrierReply {
+                result: CarrierResult::Label {
+                    label,
+                    replayed: true,
+                },
+                latency_ms,
+            };
+        }
+        let label = s.sell(p, now_ms, self.config.price_cents);
+        if let Some(key) = p.key {
+            let expires = now_ms + self.config.window_ms;
+            s.keys.insert(key.to_string(), (label.clone(), expires));
+            s.expiry.push_back((expires, key.to_string()));
+        }
+        CarrierReply {
+            result: CarrierResult::Label {
+                label,
+                replayed: false,
+            },
+            latency_ms,
+        }
+    }
+
+    pub fn stats(&self) -> CarrierStats {
+        let s = self.lock();
+        CarrierStats {
+            keys_held: s.keys.len() as u64,
+            ..s.stats
+        }
+    }
+
+    /// The invoice lines so far (empty when built `without_ledger`).
+    pub fn ledger(&self) -> Vec<InvoiceLine> {
+        self.lock().ledger.clone()
+    }
+
+    /// Parcels the carrier sold more than one label for, with how many it sold.
+    pub fn parcels_sold_twice(&self) -> Vec<((i64, i64, i64), u32)> {
+        let s = self.lock();
+        let mut v: Vec<_> = s
+            .sold
+            .iter()
+            .filter(|(_, n)| **n > 1)
+            .map(|(k, n)| (*k, *n))
+            .collect();
+        v.sort();
+        v
+    }
+}
+
+impl State {
+    fn sell(&mut self, p: &Purchase<'_>, now_ms: Millis, price_cents: i64) -> CarrierLabel {
+        self.stats.purchases += 1;
+        self.stats.billed_cents += price_cents;
+        let n = self
+            .sold
+            .entry((p.order_id, p.parcel_no, p.label_version))
+            .or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            self.stats.duplicate_purchases += 1;
+        }
+        let k = self.per_order.entry(p.order_id).or_insert(0);
+        *k += 1;
+        // The first label of an order carries the seed's form, GRD000918273; later ones (another
+        // parcel, a reprint or a duplicate) get a suffix so two boxes never share a number.
+        let tracking_no = if *k == 1 {
+            format!("{}{:09}", p.service.prefix(), p.order_id)
+        } else {
+            format!("{}{:09}-{}", p.service.prefix(), p.order_id, k)
+        };
+        let label = CarrierLabel {
+            label_id: format!("L-{}", self.stats.purchases),
+            tracking_no,
+            cost_cents: price_cents,
+        };
+        if self.keep_ledger {
+            self.ledger.push(InvoiceLine {
+                at_ms: now_ms,
+                carrier_key: p.key.map(str::to_string),
+                order_id: p.order_id,
+                parcel_no: p.parcel_no,
+                label_version: p.label_version,
+                label_id: label.label_id.clone(),
+                tracking_no: label.tracking_no.clone(),
+                cost_cents: price_cents,
+            });
+        }
+        label
+    }
+}

@@ -1,0 +1,5 @@
+//! Simulation on a virtual clock: scripted timelines and synthetic traffic, both replayed against
+//! the real engine over a real store.
+
+pub mod flow;
+pub mod timeline;

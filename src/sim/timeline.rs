@@ -1,0 +1,310 @@
+//! Runs a scenario's scripted timeline (`idemcalc scenario`) through the event driver and reports
+//! what each caller got back, what the store and the carrier hold, and the lanes of events the
+//! report draws like the seed's "The lease decides who may run".
+
+use super::flow::{Flow, Observed, Send, carrier_replayed};
+use crate::carrier::{Carrier, CarrierResult, InvoiceLine};
+use crate::clock::{Millis, VirtualClock};
+use crate::engine::{DiePoint, Engine, EngineError, Outcome, Request};
+use crate::scenario::{Scenario, body_text};
+use crate::store::{Invariants, LabelRow, Store, StoreError};
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineResponse {
+    pub lane: String,
+    pub sent_s: f64,
+    /// When the answer reached the caller.
+    pub arrived_s: f64,
+    pub status: u16,
+    pub code: Option<String>,
+    pub outcome: Outcome,
+    pub replayed: bool,
+    pub tracking_no: Option<String>,
+}
+
+/// One bar or point in a lane, for the timeline chart and the table view.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineEvent {
+    pub lane: String,
+    pub start_s: f64,
+    pub end_s: Option<f64>,
+    pub kind: &'static str,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineReport {
+    pub scenario: String,
+    pub store: String,
+    pub responses: Vec<TimelineResponse>,
+    /// The tracking number of the last label a caller received.
+    pub tracking_no: Option<String>,
+    pub labels: Vec<LabelRow>,
+    pub carrier_purchases: Vec<InvoiceLine>,
+    pub carrier_replays: u64,
+    pub events: Vec<TimelineEvent>,
+    pub invariants: Invariants,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum TimelineError {
+    #[error("the scenario has no [timeline] to run")]
+    NoTimeline,
+    #[error(transparent)]
+    Engine(#[from] EngineError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn secs(ms: Millis) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn tracking_of(body: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()?
+        .get("tracking_no")?
+        .as_str()
+        .map(str::to_string)
+}
+
+/// Runs the timeline of `scenario` against `store`.
+pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport, TimelineError> {
+    let timeline = scenario
+        .timeline
+        .as_ref()
+        .ok_or(TimelineError::NoTimeline)?;
+    let store_name = store.describe();
+    let clock = VirtualClock::new();
+    let carrier = Arc::new(Carrier::new(scenario.carrier_config()));
+    let engine = Engine::new(
+        store,
+        carrier.clone(),
+        Arc::new(clock.clone()),
+        scenario.engine_config(),
+    );
+    let lease_ms = engine.config().lease_ms;
+    let mut flow = Flow::new(engine, clock);
+    let ms = |d: std::time::Duration| d.as_millis() as Millis;
+    let mut lanes = Vec::new();
+    for (i, r) in timeline.requests.iter().enumerate() {
+        let body = match (&r.raw_body, &r.body, &timeline.body) {
+            (Some(raw), _, _) => raw.clone(),
+            (None, Some(b), _) | (None, None, Some(b)) => body_text(b),
+            (None, None, None) => String::new(),
+        };
+        let key = if r.no_key {
+            None
+        } else {
+            Some(r.key.clone().unwrap_or_else(|| {
+                crate::engine::request::validate(&body)
+                    .map(|l| l.derived_key())
+                    .unwrap_or_else(|_| format!("request-{i}"))
+            }))
+        };
+        let mut send = Send::new(
+            i as u64,
+            Request::create_label(&r.caller, key.as_deref(), &body),
+        );
+        send.network_ms = ms(timeline.network);
+        send.processing_ms = ms(timeline.processing);
+        send.finish_ms = r.finish.map(ms).unwrap_or(0);
+        send.carrier_latency_ms = r.carrier_latency.map(ms);
+        send.die = r.die;
+        lanes.push(
+            r.lane
+                .clone()
+                .unwrap_or_else(|| format!("Request {}", i + 1)),
+        );
+        flow.send(ms(r.sent), send);
+    }
+
+    let mut observed = Vec::new();
+    while flow.step(&mut observed)? {}
+
+    let mut responses = Vec::new();
+    let mut events = Vec::new();
+    for (i, r) in timeline.requests.iter().enumerate() {
+        events.push(TimelineEvent {
+            lane: "Caller".into(),
+            start_s: r.sent.as_secs_f64(),
+            end_s: None,
+            kind: "send",
+            text: format!("→ {}: CreateLabel", lanes[i]),
+        });
+    }
+    for o in &observed {
+        match o {
+            Observed::Claimed {
+                id,
+                at_ms,
+                took_over,
+            } => {
+                let lane = lanes[*id as usize].clone();
+                events.push(TimelineEvent {
+                    lane: lane.clone(),
+                    start_s: secs(*at_ms),
+                    end_s: Some(secs(at_ms + lease_ms)),
+                    kind: "lease",
+                    text: if *took_over {
+                        format!("{lane} takes over the expired lease")
+                    } else {
+                        format!("lease held by {lane}")
+                    },
+                });
+            }
+            Observed::CarrierAnswered {
+                called_ms,
+                at_ms,
+                reply,
+                ..
+            } => {
+                let text = match &reply.result {
+                    CarrierResult::Label { label, .. } if carrier_replayed(reply) => {
+                        format!("same label replayed ({})", label.tracking_no)
+                    }
+                    CarrierResult::Label { label, .. } => {
+                        format!("buy label ({})", label.tracking_no)
+                    }
+                    CarrierResult::Refused { reason } => format!("refused: {reason}"),
+                };
+                events.push(TimelineEvent {
+                    lane: "Carrier".into(),
+                    start_s: secs(*called_ms),
+                    end_s: Some(secs(*at_ms)),
+                    kind: "carrier",
+                    text,
+                });
+            }
+            Observed::Answered {
+                id,
+                at_ms,
+                response,
+            } if response.status != 201 => events.push(TimelineEvent {
+                lane: lanes[*id as usize].clone(),
+                start_s: secs(*at_ms),
+                end_s: None,
+                kind: "answer",
+                text: format!(
+                    "{} {}",
+                    response.status,
+                    response.code.clone().unwrap_or_default()
+                ),
+            }),
+            Observed::Died { id, at_ms, point } => events.push(TimelineEvent {
+                lane: lanes[*id as usize].clone(),
+                start_s: secs(*at_ms),
+                end_s: None,
+                kind: "died",
+                text: format!(
+                    "process killed ({})",
+                    match point {
+                        DiePoint::AfterTxn1 => "after txn 1",
+                        DiePoint::AfterCarrier => "after the carrier call, before txn 2",
+                        DiePoint::InsideTxn2 => "inside txn 2",
+                    }
+                ),
+            }),
+            Observed::Replied {
+                id,
+                sent_ms,
+                at_ms,
+                response,
+            } => {
+                let tracking_no = tracking_of(&response.body);
+                let lane = lanes[*id as usize].clone();
+                events.push(TimelineEvent {
+                    lane: "Caller".into(),
+                    start_s: secs(*at_ms),
+                    end_s: None,
+                    kind: "reply",
+                    text: format!(
+                        "{} {}{}",
+                        response.status,
+                        tracking_no
+                            .clone()
+                            .or_else(|| response.code.clone())
+                            .unwrap_or_default(),
+                        if response.replayed { " (replayed)" } else { "" }
+                    ),
+                });
+                responses.push(TimelineResponse {
+                    lane,
+                    sent_s: secs(*sent_ms),
+                    arrived_s: secs(*at_ms),
+                    status: response.status,
+                    code: response.code.clone(),
+                    outcome: response.outcome,
+                    replayed: response.replayed,
+                    tracking_no,
+                });
+            }
+            _ => {}
+        }
+    }
+    events.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    let tracking_no = responses.iter().rev().find_map(|r| r.tracking_no.clone());
+    let engine = flow.engine();
+    let labels = engine.store().labels()?;
+    let invariants = engine.store().invariants()?;
+    Ok(TimelineReport {
+        scenario: scenario.name.clone(),
+        store: store_name,
+        responses,
+        tracking_no,
+        labels,
+        carrier_purchases: carrier.ledger(),
+        carrier_replays: carrier.stats().replays,
+        events,
+        invariants,
+    })
+}
+
+/// The human view: one line per event, like the seed's "Timeline as a list".
+pub fn render_table(r: &TimelineReport) -> String {
+    let mut out = format!("Scenario {} on {}\n\n", r.scenario, r.store);
+    for e in &r.events {
+        let when = match e.end_s {
+            Some(end) => format!("{:>5.1}–{:<5.1} s", e.start_s, end),
+            None => format!("{:>5.1} s      ", e.start_s),
+        };
+        out.push_str(&format!("{when}  {:<10}  {}\n", e.lane, e.text));
+    }
+    out.push_str("\nResponses\n  sent_s  arrived_s  status  code / tracking\n");
+    for x in &r.responses {
+        out.push_str(&format!(
+            "  {:>6.1}  {:>9.1}  {:>6}  {}{}\n",
+            x.sent_s,
+            x.arrived_s,
+            x.status,
+            x.tracking_no
+                .clone()
+                .or_else(|| x.code.clone())
+                .unwrap_or_default(),
+            if x.replayed {
+                " (Idempotent-Replayed: true)"
+            } else {
+                ""
+            }
+        ));
+    }
+    out.push_str(&format!(
+        "\nLabels in the store: {}   carrier purchases: {}   carrier replays: {}\n",
+        r.labels.len(),
+        r.carrier_purchases.len(),
+        r.carrier_replays
+    ));
+    out.push_str(&format!(
+        "Invariants: integrity {}, completed keys without a label {}, most labels per parcel {}\n",
+        if r.invariants.integrity_ok {
+            "ok"
+        } else {
+            "FAILED"
+        },
+        r.invariants.completed_without_label,
+        r.invariants.max_labels_per_parcel
+    ));
+    out
+}

@@ -1,0 +1,212 @@
+//! Where idempotency records and labels live.
+//!
+//! The engine's algorithm is written once, in `engine`, against the [`Store`] and [`Tx`] traits;
+//! each store supplies only its SQL. A [`Tx`] method is one statement of the seed's two
+//! transactions, so the engine reads like the seed's SQL listing.
+
+pub mod sqlite;
+
+use crate::clock::Millis;
+use serde::Serialize;
+use std::fmt;
+
+pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+
+/// The `state` column: a record is claimed (`started`) before the carrier call and `completed`
+/// with the saved response after it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KeyState {
+    Started,
+    Completed,
+}
+
+impl KeyState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            KeyState::Started => "started",
+            KeyState::Completed => "completed",
+        }
+    }
+
+    pub fn parse(text: &str) -> Result<Self, StoreError> {
+        match text {
+            "started" => Ok(KeyState::Started),
+            "completed" => Ok(KeyState::Completed),
+            other => Err(StoreError::Corrupt(format!("unknown key state `{other}`"))),
+        }
+    }
+}
+
+/// A lease token: which attempt holds the lease. 16 bytes, stored as a UUID.
+pub type LeaseToken = [u8; 16];
+
+/// The first insert of txn 1.
+#[derive(Debug, Clone)]
+pub struct NewKey<'a> {
+    pub caller_id: &'a str,
+    pub idem_key: &'a str,
+    pub request_hash: &'a [u8; 32],
+    pub lease_token: &'a LeaseToken,
+    pub now_ms: Millis,
+    pub locked_until_ms: Millis,
+    pub expires_at_ms: Millis,
+}
+
+/// What `SELECT … FOR UPDATE` reads back for a key that already exists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyRow {
+    pub request_hash: Vec<u8>,
+    pub state: KeyState,
+    pub locked_until_ms: Option<Millis>,
+    pub lease_token: Option<LeaseToken>,
+    pub response_status: Option<u16>,
+    pub response_body: Option<String>,
+    pub created_at_ms: Millis,
+    pub expires_at_ms: Millis,
+}
+
+/// The `UPDATE … SET state = 'completed'` of txn 2, guarded by the lease token.
+#[derive(Debug, Clone)]
+pub struct Completion<'a> {
+    pub caller_id: &'a str,
+    pub idem_key: &'a str,
+    pub lease_token: &'a LeaseToken,
+    pub response_status: u16,
+    pub response_body: &'a str,
+    pub expires_at_ms: Millis,
+}
+
+/// A row of `labels`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LabelRow {
+    pub label_id: String,
+    pub order_id: i64,
+    pub parcel_no: i64,
+    pub label_version: i64,
+    pub tracking_no: String,
+    pub cost_cents: i64,
+    pub created_by_key: String,
+}
+
+/// Bytes the store occupies, split so "bytes per record" can be measured with and without the
+/// labels table and the secondary index.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct StoreBytes {
+    /// The key records themselves (the primary-key b-tree, which holds the rows).
+    pub keys_table_bytes: u64,
+    /// The `expires_at` index the sweeper scans.
+    pub keys_index_bytes: u64,
+    /// The labels table and its unique index.
+    pub labels_bytes: u64,
+}
+
+impl StoreBytes {
+    pub fn keys_bytes(&self) -> u64 {
+        self.keys_table_bytes + self.keys_index_bytes
+    }
+}
+
+/// Checks that must hold after any run of the correct design.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Invariants {
+    /// `PRAGMA integrity_check` (or the server's equivalent) said ok.
+    pub integrity_ok: bool,
+    /// Completed keys with a 201 whose label row is missing: each is a "completed" record with no
+    /// label behind it, the failure the seed's txn 2 exists to prevent.
+    pub completed_without_label: u64,
+    /// The most label rows any (order_id, parcel_no, label_version) has; 1 when the second line
+    /// of defence holds.
+    pub max_labels_per_parcel: u64,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("{location}: {source}")]
+    Sqlite {
+        location: String,
+        #[source]
+        source: rusqlite::Error,
+    },
+    #[error("{0}")]
+    Corrupt(String),
+    #[error("{location}: {message}")]
+    Open { location: String, message: String },
+}
+
+/// One transaction. Dropping it without [`Tx::commit`] rolls it back, which is what a crash does.
+pub trait Tx {
+    /// `INSERT … ON CONFLICT (caller_id, idem_key) DO NOTHING`; true when this call inserted.
+    fn insert_key(&mut self, key: &NewKey<'_>) -> Result<bool, StoreError>;
+    /// `SELECT … FOR UPDATE`: the row, locked against other writers until this transaction ends.
+    fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError>;
+    /// Takes over an expired lease with a fresh token.
+    fn take_over(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<(), StoreError>;
+    /// Sets `locked_until` of a started key, only while `lease_token` still holds it; true when it
+    /// did. Used to hand the lease back early when the carrier timed out.
+    fn release_lease(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<bool, StoreError>;
+    /// Marks the key completed with its response, only while the lease token is ours; true when a
+    /// row was updated.
+    fn complete_key(&mut self, done: &Completion<'_>) -> Result<bool, StoreError>;
+    /// Replaces the saved body of a key completed in this transaction (used when the label insert
+    /// finds the parcel already labelled and the existing label becomes the answer).
+    fn set_response_body(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError>;
+    /// Inserts a label unless (order_id, parcel_no, label_version) already has one; returns the
+    /// existing label on such a conflict.
+    fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError>;
+    /// Deletes a started key still held by `lease_token` (the 400 validation path).
+    fn delete_key(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+    ) -> Result<(), StoreError>;
+    fn commit(self: Box<Self>) -> Result<(), StoreError>;
+}
+
+/// A connection to a store. One per worker thread: a `Store` is `Send` but not shared.
+pub trait Store: Send {
+    /// Starts a write transaction that serialises against other writers of the same key (SQLite:
+    /// `BEGIN IMMEDIATE`; PostgreSQL: row locks from `FOR UPDATE`).
+    fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError>;
+    /// Deletes up to `batch` records with `expires_at <= now_ms`, oldest first, over the
+    /// `expires_at` index, in one short transaction; returns the (caller_id, idem_key) of each,
+    /// so the sweeper can remember what it purged and flag a request that carries such a key.
+    fn sweep_batch(
+        &mut self,
+        now_ms: Millis,
+        batch: u32,
+    ) -> Result<Vec<(String, String)>, StoreError>;
+    fn count_keys(&mut self) -> Result<u64, StoreError>;
+    fn labels(&mut self) -> Result<Vec<LabelRow>, StoreError>;
+    fn count_labels(&mut self) -> Result<u64, StoreError>;
+    fn bytes(&mut self) -> Result<StoreBytes, StoreError>;
+    fn invariants(&mut self) -> Result<Invariants, StoreError>;
+    /// A human name for errors and reports, e.g. `sqlite:/tmp/x.db`.
+    fn describe(&self) -> String;
+    /// Reads one key without locking it, for inspection and tests.
+    fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError>;
+}
+
+impl fmt::Debug for dyn Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.describe())
+    }
+}

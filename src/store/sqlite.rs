@@ -1,0 +1,568 @@
+//! The embedded store: the seed's schema on SQLite, in WAL mode.
+//!
+//! SQLite has no `SELECT … FOR UPDATE`; txn 1 and txn 2 begin with `BEGIN IMMEDIATE`, which takes
+//! the database's single write lock up front, so the read-then-decide of txn 1 cannot race
+//! another writer. Timestamps are INTEGER milliseconds from the injected clock.
+
+use super::{
+    Completion, Invariants, KeyRow, KeyState, LabelRow, LeaseToken, NewKey, Store, StoreBytes,
+    StoreError, Tx,
+};
+use crate::clock::Millis;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Bumped whenever the schema changes; a store written by a newer version is refused rather than
+/// misread.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS idempotency_keys (
+    caller_id       TEXT    NOT NULL,
+    idem_key        TEXT    NOT NULL,
+    request_hash    BLOB    NOT NULL,
+    state           TEXT    NOT NULL CHECK (state IN ('started', 'completed')),
+    locked_until    INTEGER,
+    lease_token     BLOB,
+    response_status INTEGER,
+    response_body   TEXT,
+    created_at      INTEGER NOT NULL,
+    expires_at      INTEGER NOT NULL,
+    PRIMARY KEY (caller_id, idem_key)
+) STRICT, WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at ON idempotency_keys (expires_at);
+CREATE TABLE IF NOT EXISTS labels (
+    label_id       TEXT    NOT NULL PRIMARY KEY,
+    order_id       INTEGER NOT NULL,
+    parcel_no      INTEGER NOT NULL,
+    label_version  INTEGER NOT NULL,
+    tracking_no    TEXT    NOT NULL,
+    cost_cents     INTEGER NOT NULL,
+    created_by_key TEXT    NOT NULL,
+    UNIQUE (order_id, parcel_no, label_version)
+) STRICT;
+";
+
+/// How hard each commit waits for the disk. The bench measures `Normal` (WAL's usual setting: a
+/// commit survives a process crash, the last ones may be lost on power loss) and `Full`; the
+/// simulator, which measures sizes and counts rather than durability, uses `Off`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Synchronous {
+    Off,
+    #[default]
+    Normal,
+    Full,
+}
+
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    pub synchronous: Synchronous,
+    /// How long a writer waits for the write lock before the store reports the file as locked.
+    pub busy_timeout: Duration,
+    /// Page cache per connection, in KiB.
+    pub cache_kib: u32,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            synchronous: Synchronous::Normal,
+            busy_timeout: Duration::from_secs(5),
+            cache_kib: 64 * 1024,
+        }
+    }
+}
+
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) the store at `path`, sets WAL mode and creates the schema.
+    /// Every error names the file.
+    pub fn open(path: &Path, options: &SqliteOptions) -> Result<Self, StoreError> {
+        let location = path.display().to_string();
+        let open_err = |e: rusqlite::Error| StoreError::Open {
+            location: location.clone(),
+            message: explain(&e),
+        };
+        let conn = Connection::open(path).map_err(open_err)?;
+        conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
+        let sync = match options.synchronous {
+            Synchronous::Off => "OFF",
+            Synchronous::Normal => "NORMAL",
+            Synchronous::Full => "FULL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
+            options.cache_kib
+        ))
+        .map_err(open_err)?;
+        let mut store = Self {
+            conn,
+            path: path.to_path_buf(),
+        };
+        store.migrate().map_err(|e| match e {
+            StoreError::Sqlite { source, .. } => open_err(source),
+            other => other,
+        })?;
+        Ok(store)
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let location = self.path.display().to_string();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self_err(&location, e))?;
+        let version: i64 = tx
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| self_err(&location, e))?;
+        if version > SCHEMA_VERSION {
+            return Err(StoreError::Open {
+                location,
+                message: format!(
+                    "the store has schema version {version}, newer than this idemcalc understands ({SCHEMA_VERSION}); use a newer idemcalc or another file"
+                ),
+            });
+        }
+        tx.execute_batch(SCHEMA)
+            .map_err(|e| self_err(&location, e))?;
+        tx.execute_batch(&format!("PRAGMA user_version = {SCHEMA_VERSION}"))
+            .map_err(|e| self_err(&location, e))?;
+        tx.commit().map_err(|e| self_err(&location, e))
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        self_err(&self.path.display().to_string(), e)
+    }
+}
+
+fn self_err(location: &str, source: rusqlite::Error) -> StoreError {
+    StoreError::Sqlite {
+        location: location.to_string(),
+        source,
+    }
+}
+
+/// Turns SQLite's terse messages into ones that say what to do.
+fn explain(e: &rusqlite::Error) -> String {
+    let text = e.to_string();
+    if text.contains("not a database") {
+        "the file exists but is not an SQLite database; pass a new path or an idemcalc store"
+            .to_string()
+    } else if text.contains("locked") || text.contains("busy") {
+        format!("{text}: another process holds the write lock past the busy timeout")
+    } else if text.contains("unable to open") {
+        format!("{text}: check that the directory exists and is writable")
+    } else {
+        text
+    }
+}
+
+struct SqliteTx<'c> {
+    tx: rusqlite::Transaction<'c>,
+    location: &'c Path,
+}
+
+impl SqliteTx<'_> {
+    fn err(&self, e: rusqlite::Error) -> StoreError {
+        self_err(&self.location.display().to_string(), e)
+    }
+}
+
+fn token_from(bytes: Option<Vec<u8>>) -> Result<Option<LeaseToken>, StoreError> {
+    bytes
+        .map(|b| {
+            <[u8; 16]>::try_from(b.as_slice())
+                .map_err(|_| StoreError::Corrupt("lease_token is not 16 bytes".into()))
+        })
+        .transpose()
+}
+
+const KEY_COLUMNS: &str = "request_hash, state, locked_until, lease_token, response_status, \
+                           response_body, created_at, expires_at";
+
+fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(KeyRowRaw, Option<Vec<u8>>)> {
+    Ok((
+        KeyRowRaw {
+            request_hash: r.get(0)?,
+            state: r.get(1)?,
+            locked_until_ms: r.get(2)?,
+            response_status: r.get(4)?,
+            response_body: r.get(5)?,
+            created_at_ms: r.get(6)?,
+            expires_at_ms: r.get(7)?,
+        },
+        r.get(3)?,
+    ))
+}
+
+struct KeyRowRaw {
+    request_hash: Vec<u8>,
+    state: String,
+    locked_until_ms: Option<Millis>,
+    response_status: Option<u16>,
+    response_body: Option<String>,
+    created_at_ms: Millis,
+    expires_at_ms: Millis,
+}
+
+fn finish_row(raw: Option<(KeyRowRaw, Option<Vec<u8>>)>) -> Result<Option<KeyRow>, StoreError> {
+    raw.map(|(raw, token)| {
+        Ok(KeyRow {
+            request_hash: raw.request_hash,
+            state: KeyState::parse(&raw.state)?,
+            locked_until_ms: raw.locked_until_ms,
+            lease_token: token_from(token)?,
+            response_status: raw.response_status,
+            response_body: raw.response_body,
+            created_at_ms: raw.created_at_ms,
+            expires_at_ms: raw.expires_at_ms,
+        })
+    })
+    .transpose()
+}
+
+fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LabelRow> {
+    Ok(LabelRow {
+        label_id: r.get(0)?,
+        order_id: r.get(1)?,
+        parcel_no: r.get(2)?,
+        label_version: r.get(3)?,
+        tracking_no: r.get(4)?,
+        cost_cents: r.get(5)?,
+        created_by_key: r.get(6)?,
+    })
+}
+
+const LABEL_COLUMNS: &str =
+    "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key";
+
+impl Tx for SqliteTx<'_> {
+    fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "INSERT INTO idempotency_keys
+                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)
+                 ON CONFLICT (caller_id, idem_key) DO NOTHING",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    k.caller_id,
+                    k.idem_key,
+                    &k.request_hash[..],
+                    k.locked_until_ms,
+                    &k.lease_token[..],
+                    k.now_ms,
+                    k.expires_at_ms
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        // BEGIN IMMEDIATE already holds the write lock: a plain SELECT is the FOR UPDATE here.
+        let raw = self
+            .tx
+            .prepare_cached(&format!(
+                "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![caller_id, idem_key], key_row)
+                    .optional()
+            })
+            .map_err(|e| self.err(e))?;
+        finish_row(raw)
+    }
+
+    fn take_over(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
+                  WHERE caller_id = ?1 AND idem_key = ?2",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    caller_id,
+                    idem_key,
+                    locked_until_ms,
+                    &lease_token[..]
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn release_lease(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "UPDATE idempotency_keys SET locked_until = ?3
+                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 'started' AND lease_token = ?4",
+            )
+            .and_then(|mut s| {
+                s.execute(params![caller_id, idem_key, locked_until_ms, &lease_token[..]])
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
+        let n = self
+            .tx
+            .prepare_cached(
+                "UPDATE idempotency_keys
+                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                        response_status = ?3, response_body = ?4, expires_at = ?5
+                  WHERE caller_id = ?1 AND idem_key = ?2
+                    AND state = 'started' AND lease_token = ?6",
+            )
+            .and_then(|mut s| {
+                s.execute(params![
+                    d.caller_id,
+                    d.idem_key,
+                    d.response_status,
+                    d.response_body,
+                    d.expires_at_ms,
+                    &d.lease_token[..]
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn set_response_body(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "UPDATE idempotency_keys SET response_body = ?3
+                  WHERE caller_id = ?1 AND idem_key = ?2",
+            )
+            .and_then(|mut s| s.execute(params![caller_id, idem_key, response_body]))
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn insert_label(&mut self, l: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
+        let n = self
+            .tx
+            .prepare_cached(&format!(
+                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING"
+            ))
+            .and_then(|mut s| {
+                s.execute(params![
+                    l.label_id,
+                    l.order_id,
+                    l.parcel_no,
+                    l.label_version,
+                    l.tracking_no,
+                    l.cost_cents,
+                    l.created_by_key
+                ])
+            })
+            .map_err(|e| self.err(e))?;
+        if n == 1 {
+            return Ok(None);
+        }
+        self.tx
+            .prepare_cached(&format!(
+                "SELECT {LABEL_COLUMNS} FROM labels
+                  WHERE order_id = ?1 AND parcel_no = ?2 AND label_version = ?3"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![l.order_id, l.parcel_no, l.label_version], label_row)
+            })
+            .map(Some)
+            .map_err(|e| self.err(e))
+    }
+
+    fn delete_key(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        self.tx
+            .prepare_cached(
+                "DELETE FROM idempotency_keys
+                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 'started' AND lease_token = ?3",
+            )
+            .and_then(|mut s| s.execute(params![caller_id, idem_key, &lease_token[..]]))
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        let location = self.location.display().to_string();
+        self.tx.commit().map_err(|e| self_err(&location, e))
+    }
+}
+
+impl Store for SqliteStore {
+    fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        let location = self.path.as_path();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self_err(&location.display().to_string(), e))?;
+        Ok(Box::new(SqliteTx { tx, location }))
+    }
+
+    fn sweep_batch(
+        &mut self,
+        now_ms: Millis,
+        batch: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| self_err(&self.path.display().to_string(), e))?;
+        let purged = tx
+            .prepare_cached(
+                "DELETE FROM idempotency_keys WHERE (caller_id, idem_key) IN (
+                    SELECT caller_id, idem_key FROM idempotency_keys
+                     WHERE expires_at <= ?1 ORDER BY expires_at LIMIT ?2)
+                 RETURNING caller_id, idem_key",
+            )
+            .and_then(|mut s| {
+                s.query_map(params![now_ms, batch], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<Vec<(String, String)>, _>>()
+            })
+            .and_then(|purged| tx.commit().map(|_| purged))
+            .map_err(|e| self_err(&self.path.display().to_string(), e))?;
+        Ok(purged)
+    }
+
+    fn count_keys(&mut self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM idempotency_keys", [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(|n| n as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    fn labels(&mut self) -> Result<Vec<LabelRow>, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!(
+                "SELECT {LABEL_COLUMNS} FROM labels ORDER BY rowid"
+            ))
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], label_row)
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
+        drop(stmt);
+        rows.map_err(|e| self.err(e))
+    }
+
+    fn count_labels(&mut self) -> Result<u64, StoreError> {
+        self.conn
+            .query_row("SELECT COUNT(*) FROM labels", [], |r| r.get::<_, i64>(0))
+            .map(|n| n as u64)
+            .map_err(|e| self.err(e))
+    }
+
+    fn bytes(&mut self) -> Result<StoreBytes, StoreError> {
+        let mut stmt = self
+            .conn
+            .prepare("SELECT name, SUM(pgsize) FROM dbstat GROUP BY name")
+            .map_err(|e| self.err(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))
+            .and_then(|rows| rows.collect::<Result<Vec<_>, _>>());
+        drop(stmt);
+        let rows = rows.map_err(|e| self.err(e))?;
+        let mut bytes = StoreBytes::default();
+        for (name, size) in rows {
+            let size = size.max(0) as u64;
+            match name.as_str() {
+                "idempotency_keys" => bytes.keys_table_bytes += size,
+                "idempotency_keys_expires_at" => bytes.keys_index_bytes += size,
+                n if n == "labels" || n.starts_with("sqlite_autoindex_labels") => {
+                    bytes.labels_bytes += size
+                }
+                _ => {}
+            }
+        }
+        Ok(bytes)
+    }
+
+    fn invariants(&mut self) -> Result<Invariants, StoreError> {
+        let integrity: String = self
+            .conn
+            .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+            .map_err(|e| self.err(e))?;
+        let completed_without_label: i64 = self
+            .conn
+            .query_row(
+                "SELECT COUNT(*) FROM idempotency_keys k
+                  WHERE k.state = 'completed' AND k.response_status = 201
+                    AND NOT EXISTS (SELECT 1 FROM labels l
+                                     WHERE l.label_id = json_extract(k.response_body, '$.label_id'))",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        let max_labels_per_parcel: i64 = self
+            .conn
+            .query_row(
+                "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM labels
+                  GROUP BY order_id, parcel_no, label_version)",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(Invariants {
+            integrity_ok: integrity == "ok",
+            completed_without_label: completed_without_label as u64,
+            max_labels_per_parcel: max_labels_per_parcel as u64,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!("sqlite:{}", self.path.display())
+    }
+
+    fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let raw = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
+            ))
+            .and_then(|mut s| {
+                s.query_row(params![caller_id, idem_key], key_row)
+                    .optional()
+            })
+            .map_err(|e| self.err(e))?;
+        finish_row(raw)
+    }
+}
