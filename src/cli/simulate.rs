@@ -1,0 +1,402 @@
+use super::Format;
+use crate::carrier::Latency;
+use crate::duration::{self, clap_parse};
+use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
+use crate::sim::replay::{self, KeyPolicy, Progress, SimConfig, SimReport};
+use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, Synchronous};
+use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// Label creates per second (the seed's average is 400, its peak 2000).
+    #[arg(long, default_value_t = 400.0)]
+    pub rate: f64,
+    /// A daily rush at this rate (creates/s) on top of --rate, e.g. 2000 (see --rush-start,
+    /// --rush-for).
+    #[arg(long)]
+    pub rush_rate: Option<f64>,
+    /// When the daily rush starts (time after midnight, e.g. 16h).
+    #[arg(long, value_parser = clap_parse, default_value = "16h")]
+    pub rush_start: Duration,
+    /// How long the daily rush lasts (e.g. 4h).
+    #[arg(long, value_parser = clap_parse, default_value = "4h")]
+    pub rush_for: Duration,
+    /// Retention after completion (e.g. 24h, 3d); a comma-separated list (1h,24h,3d,7d) runs a
+    /// sweep whose points run in parallel.
+    #[arg(long, default_value = "24h", value_delimiter = ',', value_parser = clap_parse)]
+    pub retention: Vec<Duration>,
+    /// How long traffic arrives, in simulated time (default: one retention plus half a
+    /// retention, at least 6 h, of steady state). Late retries are followed past it.
+    #[arg(long, value_parser = clap_parse)]
+    pub duration: Option<Duration>,
+    /// Fraction of ordinary calls replayed, in (0, 1]; 1 is full fidelity. Default: enough for
+    /// about 40,000 replayed intents.
+    #[arg(long)]
+    pub sample: Option<f64>,
+    /// Independent replicates, run in parallel and pooled into the intervals.
+    #[arg(long, default_value_t = 1)]
+    pub replicates: u32,
+    /// Seed for every random choice; the same seed and inputs give the same JSON.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Fraction of calls that time out (seed: 0.001).
+    #[arg(long, default_value_t = 0.001)]
+    pub timeout_rate: f64,
+    /// Fraction of timed-out calls already done server-side (seed: 0.6).
+    #[arg(long, default_value_t = 0.6)]
+    pub done_fraction: f64,
+    /// How clients make keys: derived (the seed's), random-saved, or new-per-attempt (the bug).
+    #[arg(long, value_enum, default_value = "derived")]
+    pub key_policy: KeyPolicyArg,
+    /// Key scope: per-caller (correct) or global (the seed's collision failure).
+    #[arg(long, value_enum, default_value = "per-caller")]
+    pub key_scope: KeyScopeArg,
+    /// Key record and label in one transaction (same-transaction) or separate-store (not atomic).
+    #[arg(long, value_enum, default_value = "same-transaction")]
+    pub record_placement: RecordPlacementArg,
+    /// What the carrier call carries: the derived key, or none.
+    #[arg(long, value_enum, default_value = "derived")]
+    pub carrier_key: CarrierKeyArg,
+    /// Lease length (seed: 30s).
+    #[arg(long, value_parser = clap_parse, default_value = "30s")]
+    pub lease: Duration,
+    /// Carrier call timeout (seed: 20s).
+    #[arg(long, value_parser = clap_parse, default_value = "20s")]
+    pub carrier_timeout: Duration,
+    /// Median carrier latency.
+    #[arg(long, value_parser = clap_parse, default_value = "30ms")]
+    pub carrier_median: Duration,
+    /// 99th-percentile carrier latency.
+    #[arg(long, value_parser = clap_parse, default_value = "100ms")]
+    pub carrier_p99: Duration,
+    /// The carrier's own dedupe window for a repeated key.
+    #[arg(long, value_parser = clap_parse, default_value = "24h")]
+    pub carrier_window: Duration,
+    /// Fraction of carrier calls that hang past the timeout after buying the label.
+    #[arg(long, default_value_t = 0.0)]
+    pub carrier_hang_rate: f64,
+    /// Price of one label, USD (seed: 6.00).
+    #[arg(long, default_value_t = 6.0)]
+    pub label_price: f64,
+    /// Fraction of attempts killed mid-flight (at --crash-point).
+    #[arg(long, default_value_t = 0.0)]
+    pub crash_rate: f64,
+    /// Where a killed attempt dies: after-txn1, after-carrier or inside-txn2.
+    #[arg(long, value_enum, default_value = "after-carrier")]
+    pub crash_point: CrashPointArg,
+    /// Callers sharing order numbering (tenants); with global keys they collide.
+    #[arg(long, default_value_t = 1)]
+    pub callers: u32,
+    /// How often the sweeper runs.
+    #[arg(long, value_parser = clap_parse, default_value = "60s")]
+    pub sweep_period: Duration,
+    /// Records the sweeper deletes per batch.
+    #[arg(long, default_value_t = 10_000)]
+    pub sweep_batch: u32,
+    /// Your own late-retry distribution: CSV of delay,cumulative fraction (e.g. 90s,0.85).
+    #[arg(long)]
+    pub retry_cdf: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Write the time series and outcome tables (CSV and Parquet) into this directory.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Keep the SQLite store in this file (replicates and sweep points get a suffix).
+    #[arg(long)]
+    pub db: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+macro_rules! arg_enum {
+    ($name:ident => $target:ty { $($variant:ident => $value:expr),* $(,)? }) => {
+        #[derive(Debug, Clone, Copy, clap::ValueEnum)]
+        pub enum $name { $($variant),* }
+        impl From<$name> for $target {
+            fn from(v: $name) -> Self {
+                match v { $($name::$variant => $value),* }
+            }
+        }
+    };
+}
+
+arg_enum!(KeyPolicyArg => KeyPolicy {
+    Derived => KeyPolicy::Derived,
+    RandomSaved => KeyPolicy::RandomSaved,
+    NewPerAttempt => KeyPolicy::NewPerAttempt,
+});
+arg_enum!(KeyScopeArg => KeyScope { PerCaller => KeyScope::PerCaller, Global => KeyScope::Global });
+arg_enum!(RecordPlacementArg => RecordPlacement {
+    SameTransaction => RecordPlacement::SameTransaction,
+    SeparateStore => RecordPlacement::SeparateStore,
+});
+arg_enum!(CarrierKeyArg => CarrierKey { Derived => CarrierKey::Derived, None => CarrierKey::None });
+arg_enum!(CrashPointArg => DiePoint {
+    AfterTxn1 => DiePoint::AfterTxn1,
+    AfterCarrier => DiePoint::AfterCarrier,
+    InsideTxn2 => DiePoint::InsideTxn2,
+});
+
+fn ms(d: Duration) -> i64 {
+    d.as_millis() as i64
+}
+
+impl SimulateArgs {
+    /// The simulation's configuration for one retention.
+    pub fn config(&self, retention: Duration) -> SimConfig {
+        let d = SimConfig::default();
+        SimConfig {
+            rate_per_s: self.rate,
+            arrival_s: self.duration.map(|x| x.as_secs_f64()),
+            sample: self.sample,
+            timeout_fraction: self.timeout_rate,
+            done_fraction: self.done_fraction,
+            key_policy: self.key_policy.into(),
+            sweep_period_s: self.sweep_period.as_secs_f64(),
+            sweep_batch: self.sweep_batch,
+            crash_fraction: self.crash_rate,
+            crash_point: self.crash_point.into(),
+            callers: self.callers,
+            engine: EngineConfig {
+                lease_ms: ms(self.lease),
+                carrier_timeout_ms: ms(self.carrier_timeout),
+                retention_ms: ms(retention),
+                key_scope: self.key_scope.into(),
+                record_placement: self.record_placement.into(),
+                carrier_key: self.carrier_key.into(),
+            },
+            carrier: crate::carrier::CarrierConfig {
+                latency: Latency::LogNormal {
+                    median_ms: self.carrier_median.as_secs_f64() * 1e3,
+                    p99_ms: self.carrier_p99.as_secs_f64() * 1e3,
+                },
+                window_ms: ms(self.carrier_window),
+                price_cents: (self.label_price * 100.0).round() as i64,
+                hang_fraction: self.carrier_hang_rate,
+                ..d.carrier.clone()
+            },
+            seed: self.seed,
+            ..d
+        }
+    }
+
+    pub fn arrivals(&self) -> anyhow::Result<Arrivals> {
+        let base = Arrivals::constant(self.rate).context("--rate")?;
+        match self.rush_rate {
+            None => Ok(base),
+            Some(rush) => Ok(Arrivals::Profile(
+                LoadProfile::rush(
+                    self.rate,
+                    rush,
+                    self.rush_start.as_secs_f64(),
+                    self.rush_for.as_secs_f64(),
+                )
+                .context("--rush-rate/--rush-start/--rush-for")?,
+            )),
+        }
+    }
+}
+
+/// Set by the Ctrl-C handler; every running replicate stops at its next event.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+/// Opens the store for replicate `i` of sweep point `point`.
+fn open_store(
+    db: Option<&Path>,
+    tmp: &Path,
+    point: usize,
+    i: u32,
+) -> Result<Box<dyn Store>, StoreError> {
+    let name = match (point, i) {
+        (0, 0) => String::new(),
+        (p, i) => format!(".p{p}.r{i}"),
+    };
+    let path = match db {
+        Some(p) => PathBuf::from(format!("{}{name}", p.display())),
+        None => tmp.join(format!("store{name}.sqlite")),
+    };
+    let options = SqliteOptions {
+        // The simulator measures sizes and counts, not durability.
+        synchronous: Synchronous::Off,
+        ..SqliteOptions::default()
+    };
+    Ok(Box::new(SqliteStore::open(&path, &options)?))
+}
+
+/// Runs the simulation for every retention asked for, in parallel.
+pub fn simulate_all(args: &SimulateArgs, quiet: bool) -> anyhow::Result<Vec<SimReport>> {
+    let dist = match &args.retry_cdf {
+        Some(p) => RetryDelay::from_csv_path(p)?,
+        None => RetryDelay::seed(),
+    };
+    let arrivals = args.arrivals()?;
+    if args.retention.is_empty() {
+        bail!("--retention: give at least one retention");
+    }
+    let configs: Vec<SimConfig> = args.retention.iter().map(|r| args.config(*r)).collect();
+    for c in &configs {
+        c.validate()?;
+    }
+    if args.replicates == 0 {
+        bail!("--replicates: must be at least 1");
+    }
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let bar = if quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template("{spinner} simulating {wide_bar} {percent:>3}% {elapsed}")
+                .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b
+    };
+    let tick = |f: f64| bar.set_position((f * 1000.0) as u64);
+    let progress = Progress {
+        tick: &tick,
+        interrupted: &INTERRUPTED,
+    };
+    use rayon::prelude::*;
+    let reports = configs
+        .par_iter()
+        .enumerate()
+        .map(|(point, cfg)| {
+            let open = |i: u32| open_store(args.db.as_deref(), tmp.path(), point, i);
+            replay::simulate(cfg, &arrivals, &dist, args.replicates, &open, &progress)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    bar.finish_and_clear();
+    Ok(reports)
+}
+
+pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
+    let reports = simulate_all(args, args.quiet)?;
+    if let Some(dir) = &args.out {
+        for r in &reports {
+            let prefix = if reports.len() > 1 {
+                format!("retention-{}-", r.retention)
+            } else {
+                String::new()
+            };
+            crate::tables::write_all(dir, &prefix, r)?;
+        }
+    }
+    match args.format {
+        Format::Json => {
+            let text = if reports.len() == 1 {
+                serde_json::to_string_pretty(&reports[0])?
+            } else {
+                serde_json::to_string_pretty(&serde_json::json!({ "sweep": reports }))?
+            };
+            println!("{text}");
+        }
+        Format::Table => {
+            for r in &reports {
+                print!("{}", render(r));
+            }
+        }
+    }
+    if reports.iter().any(|r| r.interrupted) {
+        let r = &reports[0];
+        eprintln!(
+            "interrupted: stopped after {} of {} simulated; the store is consistent and the figures above cover only that part",
+            duration::format_secs(r.simulated_seconds.round()),
+            duration::format_secs(r.arrival_seconds.round()),
+        );
+        return Ok(130);
+    }
+    Ok(if reports.iter().all(|r| r.invariants.hold) {
+        0
+    } else {
+        super::EXIT_BUDGET
+    })
+}
+
+/// The human summary: each figure with its interval and the model's value beside it.
+pub fn render(r: &SimReport) -> String {
+    use crate::format::{human_bytes, human_count, usd};
+    let mut out = format!(
+        "Simulation at {}/s, retention {} (seed {}, {} replicate{}, {} simulated, {:.1} s wall)\n",
+        human_count(r.rate),
+        r.retention,
+        r.seed,
+        r.replicates,
+        if r.replicates == 1 { "" } else { "s" },
+        duration::format_secs(r.arrival_seconds.round()),
+        r.wall_seconds
+    );
+    out.push_str(&format!(
+        "Replayed {} intents ({} requests) on {}; ordinary calls sampled at {:.3} %, timed-out calls at {:.1} %\n\n",
+        human_count(r.replayed_intents as f64),
+        human_count(r.replayed_requests as f64),
+        r.store,
+        r.sample_ordinary * 100.0,
+        r.sample_timed_out * 100.0
+    ));
+    out.push_str(&format!(
+        "{:<32} {:>14} {:>27} {:>14}\n",
+        "figure", "measured", "95% interval", "model"
+    ));
+    let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
+        format!(
+            "{:<32} {:>14} {:>27} {:>14}\n",
+            name,
+            fmt(f.estimate),
+            format!("{} – {}", fmt(f.ci95_low), fmt(f.ci95_high)),
+            fmt(f.analytic)
+        )
+    };
+    let bytes = |v: f64| format!("{v:.0} B");
+    let count = |v: f64| human_count(v);
+    let gb = |v: f64| human_bytes(v);
+    let per_day = |v: f64| format!("{v:.1}/day");
+    let money = |v: f64| format!("{}/day", usd(v));
+    out.push_str(&row("bytes per record", &r.bytes_per_record_measured, &bytes));
+    out.push_str(&row("records in the store (steady)", &r.store_records_steady, &count));
+    out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
+    out.push_str(&row("timed-out calls", &r.timed_out_per_day, &per_day));
+    out.push_str(&row("late arrivals after purge", &r.late_after_purge_per_day, &per_day));
+    out.push_str(&row("duplicate labels", &r.duplicate_labels_per_day, &per_day));
+    out.push_str(&row("money on duplicates", &r.duplicate_cost_per_day, &money));
+    out.push_str(&row("parcels left unlabelled", &r.unlabelled_per_day, &per_day));
+    out.push_str("\nDetection signals (per day at full traffic)\n");
+    let d = &r.detection;
+    for (name, v) in [
+        ("parcels with two labels", d.parcels_with_two_labels_per_day),
+        ("requests carrying a purged key", d.purged_key_requests_per_day),
+        ("replays to another caller", d.cross_caller_replays_per_day),
+        ("invoice lines without a label", d.invoice_lines_without_label_per_day),
+        ("takeovers while the owner runs", d.takeovers_while_running_per_day),
+    ] {
+        out.push_str(&format!("  {name:<34} {v:>12.1}\n"));
+    }
+    out.push_str("\nResponses (replayed, and per day at full traffic)\n");
+    for o in &r.outcomes {
+        out.push_str(&format!(
+            "  {} {:<28} {:>10} {:>16}\n",
+            o.status,
+            o.code.clone().unwrap_or_else(|| format!("{:?}", o.outcome).to_lowercase()),
+            o.replayed,
+            human_count(o.per_day)
+        ));
+    }
+    let inv = &r.invariants;
+    out.push_str(&format!(
+        "\nInvariants: {} (integrity {}, most labels per parcel {}, completed keys without label {}, replays byte-identical {})\n\n",
+        if inv.hold { "hold" } else { "BROKEN" },
+        if inv.integrity_ok { "ok" } else { "FAILED" },
+        inv.max_labels_per_parcel,
+        inv.completed_without_label,
+        if inv.replays_byte_identical { "yes" } else { "NO" }
+    ));
+    out
+}

@@ -1,0 +1,104 @@
+//! The simulator's tables as polars DataFrames, written as CSV and Parquet.
+//!
+//! This is the only module that uses polars: it keeps polars' API churn in one place and lets
+//! the rest of the crate speak plain Rust structs. CSV is for people and spreadsheets, Parquet
+//! for notebooks that want typed columns.
+
+use crate::sim::replay::SimReport;
+use polars::df;
+use polars::prelude::{DataFrame, PolarsError};
+use polars_io::prelude::{CsvWriter, ParquetWriter, SerWriter};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum TableError {
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: {source}")]
+    Polars {
+        path: PathBuf,
+        #[source]
+        source: PolarsError,
+    },
+}
+
+/// The time series of keys in the store.
+pub fn series(r: &SimReport) -> Result<DataFrame, PolarsError> {
+    df!(
+        "t_s" => r.series.iter().map(|p| p.t_s).collect::<Vec<_>>(),
+        "keys_estimated" => r.series.iter().map(|p| p.keys_estimated).collect::<Vec<_>>(),
+        "keys_replayed" => r.series.iter().map(|p| p.keys_replayed).collect::<Vec<_>>(),
+    )
+}
+
+/// Responses by status, outcome and code.
+pub fn outcomes(r: &SimReport) -> Result<DataFrame, PolarsError> {
+    df!(
+        "status" => r.outcomes.iter().map(|o| u32::from(o.status)).collect::<Vec<_>>(),
+        "outcome" => r.outcomes.iter().map(|o| format!("{:?}", o.outcome)).collect::<Vec<_>>(),
+        "code" => r.outcomes.iter().map(|o| o.code.clone().unwrap_or_default()).collect::<Vec<_>>(),
+        "replayed" => r.outcomes.iter().map(|o| o.replayed).collect::<Vec<_>>(),
+        "per_day" => r.outcomes.iter().map(|o| o.per_day).collect::<Vec<_>>(),
+    )
+}
+
+/// Every headline figure with its interval and the model's value.
+pub fn figures(r: &SimReport) -> Result<DataFrame, PolarsError> {
+    let rows = [
+        ("bytes_per_record_measured", r.bytes_per_record_measured),
+        ("store_records_steady", r.store_records_steady),
+        ("store_bytes_steady", r.store_bytes_steady),
+        ("timed_out_per_day", r.timed_out_per_day),
+        ("late_after_purge_per_day", r.late_after_purge_per_day),
+        ("duplicate_labels_per_day", r.duplicate_labels_per_day),
+        ("duplicate_cost_per_day", r.duplicate_cost_per_day),
+        ("unlabelled_per_day", r.unlabelled_per_day),
+    ];
+    df!(
+        "figure" => rows.iter().map(|(n, _)| n.to_string()).collect::<Vec<_>>(),
+        "estimate" => rows.iter().map(|(_, f)| f.estimate).collect::<Vec<_>>(),
+        "ci95_low" => rows.iter().map(|(_, f)| f.ci95_low).collect::<Vec<_>>(),
+        "ci95_high" => rows.iter().map(|(_, f)| f.ci95_high).collect::<Vec<_>>(),
+        "analytic" => rows.iter().map(|(_, f)| f.analytic).collect::<Vec<_>>(),
+    )
+}
+
+fn write_both(dir: &Path, stem: &str, mut frame: DataFrame) -> Result<Vec<PathBuf>, TableError> {
+    let csv = dir.join(format!("{stem}.csv"));
+    let parquet = dir.join(format!("{stem}.parquet"));
+    let io = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TableError::Io { path, source }
+    };
+    let pl = |path: &Path| {
+        let path = path.to_path_buf();
+        move |source| TableError::Polars { path, source }
+    };
+    let mut f = File::create(&csv).map_err(io(&csv))?;
+    CsvWriter::new(&mut f).finish(&mut frame).map_err(pl(&csv))?;
+    let f = File::create(&parquet).map_err(io(&parquet))?;
+    ParquetWriter::new(f).finish(&mut frame).map_err(pl(&parquet))?;
+    Ok(vec![csv, parquet])
+}
+
+/// Writes `<prefix>series`, `<prefix>outcomes` and `<prefix>figures` as CSV and Parquet into
+/// `dir` (created if needed); returns the files written.
+pub fn write_all(dir: &Path, prefix: &str, r: &SimReport) -> Result<Vec<PathBuf>, TableError> {
+    std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
+        path: dir.to_path_buf(),
+        source,
+    })?;
+    let pl = |source| TableError::Polars {
+        path: dir.to_path_buf(),
+        source,
+    };
+    let mut written = write_both(dir, &format!("{prefix}series"), series(r).map_err(pl)?)?;
+    written.extend(write_both(dir, &format!("{prefix}outcomes"), outcomes(r).map_err(pl)?)?);
+    written.extend(write_both(dir, &format!("{prefix}figures"), figures(r).map_err(pl)?)?);
+    Ok(written)
+}
