@@ -3,3 +3,4 @@
 //! See ARCHITECTURE.md for the module map and how a scenario becomes a report.
 
 pub mod duration;
+pub mod format;
