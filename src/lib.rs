@@ -4,3 +4,4 @@
 
 pub mod duration;
 pub mod format;
+pub mod traffic;
