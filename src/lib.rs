@@ -4,4 +4,5 @@
 
 pub mod duration;
 pub mod format;
+pub mod model;
 pub mod traffic;
