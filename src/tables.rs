@@ -80,9 +80,13 @@ fn write_both(dir: &Path, stem: &str, mut frame: DataFrame) -> Result<Vec<PathBu
         move |source| TableError::Polars { path, source }
     };
     let mut f = File::create(&csv).map_err(io(&csv))?;
-    CsvWriter::new(&mut f).finish(&mut frame).map_err(pl(&csv))?;
+    CsvWriter::new(&mut f)
+        .finish(&mut frame)
+        .map_err(pl(&csv))?;
     let f = File::create(&parquet).map_err(io(&parquet))?;
-    ParquetWriter::new(f).finish(&mut frame).map_err(pl(&parquet))?;
+    ParquetWriter::new(f)
+        .finish(&mut frame)
+        .map_err(pl(&parquet))?;
     Ok(vec![csv, parquet])
 }
 
@@ -98,7 +102,15 @@ pub fn write_all(dir: &Path, prefix: &str, r: &SimReport) -> Result<Vec<PathBuf>
         source,
     };
     let mut written = write_both(dir, &format!("{prefix}series"), series(r).map_err(pl)?)?;
-    written.extend(write_both(dir, &format!("{prefix}outcomes"), outcomes(r).map_err(pl)?)?);
-    written.extend(write_both(dir, &format!("{prefix}figures"), figures(r).map_err(pl)?)?);
+    written.extend(write_both(
+        dir,
+        &format!("{prefix}outcomes"),
+        outcomes(r).map_err(pl)?,
+    )?);
+    written.extend(write_both(
+        dir,
+        &format!("{prefix}figures"),
+        figures(r).map_err(pl)?,
+    )?);
     Ok(written)
 }

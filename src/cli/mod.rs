@@ -4,7 +4,9 @@
 //! Exit codes: 0 success; 1 a budget was broken (`report`) or an invariant failed; 2 bad input
 //! (a flag, a file, a store that cannot be opened).
 
+pub mod estimate;
 pub mod scenario;
+pub mod simulate;
 
 use clap::{Parser, Subcommand};
 
@@ -29,6 +31,12 @@ pub enum Command {
     /// Run a scripted timeline (a scenario file's [timeline]) against the engine and show what
     /// each caller got back, the labels stored and what the carrier billed.
     Scenario(scenario::ScenarioArgs),
+    /// The analytic model: store size, what the keys save, how late retries arrive, and the
+    /// retention that costs least (the seed's "In practice" tables).
+    Estimate(estimate::EstimateArgs),
+    /// Replay synthetic traffic against the real engine on a virtual clock and measure store
+    /// size, bytes per record, late arrivals and duplicate labels beside the model's figures.
+    Simulate(simulate::SimulateArgs),
 }
 
 /// Exit code for bad input.
@@ -41,6 +49,8 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Scenario(args) => scenario::run(args),
+        Command::Estimate(args) => estimate::run(args).map(|()| 0),
+        Command::Simulate(args) => simulate::run(args),
     };
     match result {
         Ok(code) => code,

@@ -360,22 +360,55 @@ pub fn render(r: &SimReport) -> String {
     let gb = |v: f64| human_bytes(v);
     let per_day = |v: f64| format!("{v:.1}/day");
     let money = |v: f64| format!("{}/day", usd(v));
-    out.push_str(&row("bytes per record", &r.bytes_per_record_measured, &bytes));
-    out.push_str(&row("records in the store (steady)", &r.store_records_steady, &count));
+    out.push_str(&row(
+        "bytes per record",
+        &r.bytes_per_record_measured,
+        &bytes,
+    ));
+    out.push_str(&row(
+        "records in the store (steady)",
+        &r.store_records_steady,
+        &count,
+    ));
     out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
     out.push_str(&row("timed-out calls", &r.timed_out_per_day, &per_day));
-    out.push_str(&row("late arrivals after purge", &r.late_after_purge_per_day, &per_day));
-    out.push_str(&row("duplicate labels", &r.duplicate_labels_per_day, &per_day));
-    out.push_str(&row("money on duplicates", &r.duplicate_cost_per_day, &money));
-    out.push_str(&row("parcels left unlabelled", &r.unlabelled_per_day, &per_day));
+    out.push_str(&row(
+        "late arrivals after purge",
+        &r.late_after_purge_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "duplicate labels",
+        &r.duplicate_labels_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "money on duplicates",
+        &r.duplicate_cost_per_day,
+        &money,
+    ));
+    out.push_str(&row(
+        "parcels left unlabelled",
+        &r.unlabelled_per_day,
+        &per_day,
+    ));
     out.push_str("\nDetection signals (per day at full traffic)\n");
     let d = &r.detection;
     for (name, v) in [
         ("parcels with two labels", d.parcels_with_two_labels_per_day),
-        ("requests carrying a purged key", d.purged_key_requests_per_day),
+        (
+            "requests carrying a purged key",
+            d.purged_key_requests_per_day,
+        ),
         ("replays to another caller", d.cross_caller_replays_per_day),
-        ("invoice lines without a label", d.invoice_lines_without_label_per_day),
-        ("takeovers while the owner runs", d.takeovers_while_running_per_day),
+        (
+            "invoice lines without a label",
+            d.invoice_lines_without_label_per_day,
+        ),
+        (
+            "takeovers while the owner runs",
+            d.takeovers_while_running_per_day,
+        ),
     ] {
         out.push_str(&format!("  {name:<34} {v:>12.1}\n"));
     }
@@ -384,7 +417,9 @@ pub fn render(r: &SimReport) -> String {
         out.push_str(&format!(
             "  {} {:<28} {:>10} {:>16}\n",
             o.status,
-            o.code.clone().unwrap_or_else(|| format!("{:?}", o.outcome).to_lowercase()),
+            o.code
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", o.outcome).to_lowercase()),
             o.replayed,
             human_count(o.per_day)
         ));

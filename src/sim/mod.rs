@@ -2,4 +2,5 @@
 //! the real engine over a real store.
 
 pub mod flow;
+pub mod replay;
 pub mod timeline;

@@ -30,12 +30,12 @@
 //! full and the delay is drawn without tilting: a full-fidelity run.
 
 use super::flow::{Flow, Observed, Send};
+use crate::carrier::CarrierResult;
 use crate::carrier::{Carrier, CarrierConfig};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::{DiePoint, Engine, EngineConfig, EngineError, Outcome, Request};
 use crate::model::{ModelParams, estimate};
 use crate::store::{Store, StoreError};
-use crate::carrier::CarrierResult;
 use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
@@ -136,7 +136,10 @@ impl Default for SimConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     #[error("{field}: {message}")]
-    Invalid { field: &'static str, message: String },
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
     #[error(transparent)]
     Engine(#[from] EngineError),
     #[error(transparent)]
@@ -178,16 +181,28 @@ impl SimConfig {
     pub fn validate(&self) -> Result<(), SimError> {
         let frac = |v: f64| (0.0..=1.0).contains(&v);
         if !(self.rate_per_s > 0.0 && self.rate_per_s.is_finite()) {
-            return Err(invalid("--rate", format!("{} is not a positive rate", self.rate_per_s)));
+            return Err(invalid(
+                "--rate",
+                format!("{} is not a positive rate", self.rate_per_s),
+            ));
         }
         if !frac(self.timeout_fraction) {
-            return Err(invalid("--timeout-rate", "must be a fraction between 0 and 1"));
+            return Err(invalid(
+                "--timeout-rate",
+                "must be a fraction between 0 and 1",
+            ));
         }
         if !frac(self.done_fraction) {
-            return Err(invalid("--done-fraction", "must be a fraction between 0 and 1"));
+            return Err(invalid(
+                "--done-fraction",
+                "must be a fraction between 0 and 1",
+            ));
         }
         if !frac(self.crash_fraction) {
-            return Err(invalid("--crash-fraction", "must be a fraction between 0 and 1"));
+            return Err(invalid(
+                "--crash-fraction",
+                "must be a fraction between 0 and 1",
+            ));
         }
         if let Some(s) = self.sample
             && !(s > 0.0 && s <= 1.0)
@@ -206,7 +221,10 @@ impl SimConfig {
             return Err(invalid("--max-attempts", "must be at least 1"));
         }
         if self.sweep_batch == 0 || !(self.sweep_period_s > 0.0) {
-            return Err(invalid("--sweep-batch", "the sweeper needs a batch and a period above zero"));
+            return Err(invalid(
+                "--sweep-batch",
+                "the sweeper needs a batch and a period above zero",
+            ));
         }
         if self.callers == 0 {
             return Err(invalid("--callers", "must be at least 1"));
@@ -252,7 +270,9 @@ impl Tally {
             // No event seen: the exact upper bound for a zero count, at the mean weight of the
             // stratum that produces such events is unknown; report [0, 0].
             (0.0, 0.0)
-        } else if self.n < 30 && (self.w2 * self.n as f64 - self.w * self.w).abs() < 1e-6 * self.w * self.w {
+        } else if self.n < 30
+            && (self.w2 * self.n as f64 - self.w * self.w).abs() < 1e-6 * self.w * self.w
+        {
             let (l, h) = garwood(self.n);
             let unit = self.w / self.n as f64 / days;
             (l * unit, h * unit)
@@ -275,7 +295,9 @@ fn garwood(n: u64) -> (f64, f64) {
     let lo = if n == 0.0 {
         0.0
     } else {
-        ChiSquared::new(2.0 * n).map(|c| c.inverse_cdf(0.025) / 2.0).unwrap_or(0.0)
+        ChiSquared::new(2.0 * n)
+            .map(|c| c.inverse_cdf(0.025) / 2.0)
+            .unwrap_or(0.0)
     };
     let hi = ChiSquared::new(2.0 * n + 2.0)
         .map(|c| c.inverse_cdf(0.975) / 2.0)
@@ -445,7 +467,8 @@ impl<'a> Replay<'a> {
             let u = 1.0 - self.tail_mass + self.tail_mass * self.rng.random::<f64>();
             self.dist.quantile(u.min(1.0 - 1e-12))
         } else {
-            self.dist.quantile(self.rng.random::<f64>().min(1.0 - 1e-12))
+            self.dist
+                .quantile(self.rng.random::<f64>().min(1.0 - 1e-12))
         };
         // The likelihood ratio f/g of the mixture g = (1 - q) f + q f·1[d > τ] / S(τ).
         let ratio = if self.tilt_q == 0.0 {
@@ -518,7 +541,10 @@ impl<'a> Replay<'a> {
         let delay = if intent.attempts == 1 && intent.stratum == Stratum::TimedOut {
             intent.retry_delay_ms
         } else {
-            (self.dist.quantile(self.rng.random::<f64>().min(1.0 - 1e-12)) * 1000.0) as Millis
+            (self
+                .dist
+                .quantile(self.rng.random::<f64>().min(1.0 - 1e-12))
+                * 1000.0) as Millis
         };
         if intent.attempts == 1 && intent.stratum == Stratum::TimedOut {
             let w = intent.weight;
@@ -609,7 +635,10 @@ impl<'a> Replay<'a> {
                     && let Some(info) = self.sends.get(&id)
                     && let Some(intent) = self.intents.get(&info.intent)
                 {
-                    let n = self.sold.entry((intent.caller, intent.order_id)).or_insert(0);
+                    let n = self
+                        .sold
+                        .entry((intent.caller, intent.order_id))
+                        .or_insert(0);
                     *n += 1;
                     if *n == 2 {
                         self.t.parcels_two_labels.add(intent.weight);
@@ -676,7 +705,12 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
-            Observed::Replied { id, response, at_ms, .. } => {
+            Observed::Replied {
+                id,
+                response,
+                at_ms,
+                ..
+            } => {
                 let Some(info) = self.sends.remove(&id) else {
                     return;
                 };
@@ -691,7 +725,9 @@ impl<'a> Replay<'a> {
                         .backoff_cap_ms
                         .min(self.cfg.backoff_base_ms << intent.attempts.min(20));
                     let jitter = (self.rng.random::<f64>() * cap as f64) as Millis;
-                    let wait = jitter.max(response.retry_after_ms.unwrap_or(0).min(cap)).max(1);
+                    let wait = jitter
+                        .max(response.retry_after_ms.unwrap_or(0).min(cap))
+                        .max(1);
                     let intent_id = info.intent;
                     self.send(intent_id, at_ms + wait, false, false);
                 } else {
@@ -761,13 +797,8 @@ pub fn run_once(
     let retention_ms = cfg.engine.retention_ms;
     let expected_records =
         arrivals.mean_rate_per_s() * (s_o + cfg.timeout_fraction * s_t) * cfg.arrival_s();
-    let engine = Engine::new(
-        store,
-        carrier,
-        Arc::new(clock.clone()),
-        cfg.engine.clone(),
-    )
-    .with_purge_filter(expected_records as usize + 1000, 0.001, seed);
+    let engine = Engine::new(store, carrier, Arc::new(clock.clone()), cfg.engine.clone())
+        .with_purge_filter(expected_records as usize + 1000, 0.001, seed);
     // The tail that matters is the part that outlives the shorter of the two windows; tilting
     // from a quarter of it keeps the ratio f/g close to 1 for the draws that count.
     let tail_from_s = (retention_ms as f64 / 1000.0)
@@ -881,7 +912,8 @@ pub fn run_once(
             // derived key, is used by every one of them.
             let order_id = 100_000_000 + (intent_seq as i64 - 1) / i64::from(cfg.callers) + 1;
             r.arrive(now, intent_seq, order_id);
-            next_arrival = (sampled.next_arrival(now as f64 / 1000.0, &mut r.rng) * 1000.0) as Millis;
+            next_arrival =
+                (sampled.next_arrival(now as f64 / 1000.0, &mut r.rng) * 1000.0) as Millis;
         } else {
             r.flow.step(&mut observed)?;
             for o in observed.drain(..) {
@@ -1079,7 +1111,10 @@ pub fn pool(
             .map(|t| t.invariant_max_labels_per_parcel)
             .max()
             .unwrap_or(0),
-        completed_without_label: runs.iter().map(|t| t.invariant_completed_without_label).sum(),
+        completed_without_label: runs
+            .iter()
+            .map(|t| t.invariant_completed_without_label)
+            .sum(),
         replays_byte_identical: runs.iter().all(|t| t.invariant_replays_identical),
         hold: false,
     };

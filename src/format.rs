@@ -1,0 +1,273 @@
+//! Numbers formatted for people, the way the seed writes them (`34.56M`, `≈ 17.7 GB`,
+//! `$124,416`, `0.8%`).
+//!
+//! Shared by the terminal tables and the HTML report so both show the same figure the same
+//! way. Machine outputs (JSON, CSV) never go through here: they carry the raw numbers.
+
+/// Decimal byte units, because the seed (and cloud storage price lists) count 1 GB = 10⁹ B.
+const BYTE_UNITS: [&str; 6] = ["B", "kB", "MB", "GB", "TB", "PB"];
+
+/// `17_694_720_000.0` → `"17.7 GB"`, `512.0` → `"512 B"`: three significant figures is what a
+/// capacity decision needs, and it matches the seed's `≈ 17.7 GB`.
+pub fn human_bytes(bytes: f64) -> String {
+    if !bytes.is_finite() {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes;
+    let mut unit = 0;
+    while value.abs() >= 999.5 && unit + 1 < BYTE_UNITS.len() {
+        value /= 1000.0;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{} B", trim(&format!("{value:.1}")));
+    }
+    format!("{} {}", significant(value, 3), BYTE_UNITS[unit])
+}
+
+/// `34_560_000.0` → `"34.56M"`, `172_800_000.0` → `"172.8M"`, `34_560.0` → `"34,560"`,
+/// `276.48` → `"276"`, `34.56` → `"34.6"`.
+///
+/// Millions and up get four significant figures and a suffix, as the seed's tables do;
+/// thousands are written out with separators because that is how a daily count is read.
+pub fn human_count(count: f64) -> String {
+    if !count.is_finite() {
+        return count.to_string();
+    }
+    let magnitude = count.abs();
+    for (size, suffix) in [(1e12, "T"), (1e9, "B"), (1e6, "M")] {
+        if magnitude >= size * 0.999_95 {
+            return format!("{}{suffix}", significant(count / size, 4));
+        }
+    }
+    if magnitude >= 999.5 {
+        return thousands(count);
+    }
+    significant(count, 3)
+}
+
+/// `124_416.0` → `"$124,416"`, `6.0` → `"$6.00"`, `0.0583` → `"$0.06"`.
+///
+/// Whole dollars from $100 up, cents below: a daily cost in the thousands does not need cents,
+/// a label price does.
+pub fn usd(amount: f64) -> String {
+    if !amount.is_finite() {
+        return format!("${amount}");
+    }
+    let sign = if amount < 0.0 { "-" } else { "" };
+    let magnitude = amount.abs();
+    if magnitude >= 99.995 {
+        format!("{sign}${}", thousands(magnitude))
+    } else {
+        format!("{sign}${magnitude:.2}")
+    }
+}
+
+/// `0.001` → `"0.1%"`, `0.6` → `"60%"`, `0.975` → `"97.5%"`, `0.008000000000000007` → `"0.8%"`.
+///
+/// Three significant figures, but never more than one decimal at 10 % and above, so that
+/// 99.92 % reads as the seed's `99.9%`.
+pub fn percent(fraction: f64) -> String {
+    let p = fraction * 100.0;
+    if !p.is_finite() {
+        return format!("{p}%");
+    }
+    if p.abs() >= 10.0 {
+        return format!("{}%", trim(&format!("{p:.1}")));
+    }
+    format!("{}%", significant(p, 3))
+}
+
+/// `86_400.0` → `"86,400"`: rounds to a whole number and groups digits in threes.
+pub fn thousands(value: f64) -> String {
+    if !value.is_finite() {
+        return value.to_string();
+    }
+    let rounded = value.round();
+    let digits = format!("{:.0}", rounded.abs());
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3 + 1);
+    if rounded < 0.0 {
+        out.push('-');
+    }
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// `400.0` → `"400/s"`, `2000.0` → `"2,000/s"`: a request rate as the seed writes it.
+pub fn rate_per_s(rate_per_s: f64) -> String {
+    if rate_per_s >= 999.5 {
+        format!("{}/s", thousands(rate_per_s))
+    } else {
+        format!("{}/s", significant(rate_per_s, 4))
+    }
+}
+
+/// `86_400.0` → `"24h"`, `129_600.0` → `"36h"`, `259_200.0` → `"3d"`: like
+/// [`crate::duration::format_secs`] (and parsed back by [`crate::duration::parse`]), but in hours
+/// below two days, because people say "a 24 h purge", not "a 1 d purge".
+pub fn human_duration(secs: f64) -> String {
+    let hours = secs / 3_600.0;
+    if (1.0..48.0).contains(&hours) && (hours - hours.round()).abs() < 1e-9 {
+        return format!("{}h", hours.round() as u64);
+    }
+    crate::duration::format_secs(secs)
+}
+
+/// `value` to `digits` significant figures with trailing zeros dropped (`34.560` → `34.56`).
+pub fn significant(value: f64, digits: u32) -> String {
+    if value == 0.0 || !value.is_finite() {
+        return trim(&format!("{value}"));
+    }
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (digits as i32 - 1 - magnitude).max(0) as usize;
+    let text = format!("{value:.decimals$}");
+    // Rounding can carry into a new digit (9.995 → 10.00); one more pass fixes the count.
+    let rounded: f64 = text.parse().unwrap_or(value);
+    let new_magnitude = rounded.abs().log10().floor() as i32;
+    if new_magnitude != magnitude {
+        let decimals = (digits as i32 - 1 - new_magnitude).max(0) as usize;
+        return trim(&format!("{rounded:.decimals$}"));
+    }
+    trim(&text)
+}
+
+/// Drops trailing zeros after a decimal point, and the point itself if nothing follows.
+fn trim(text: &str) -> String {
+    if !text.contains('.') {
+        return text.to_string();
+    }
+    text.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// How a column of a [`text_table`] lines up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Align {
+    Left,
+    Right,
+}
+
+/// Lines up `rows` under `header` in columns two spaces apart, indented by `indent`.
+///
+/// Widths count characters, not bytes, because the seed's tables use `×` and `≈`.
+/// A missing alignment defaults to left; short rows are padded with blanks.
+pub fn text_table(header: &[&str], rows: &[Vec<String>], align: &[Align], indent: usize) -> String {
+    let columns = rows
+        .iter()
+        .map(Vec::len)
+        .chain(std::iter::once(header.len()))
+        .max()
+        .unwrap_or(0);
+    let mut widths = vec![0usize; columns];
+    let header_row: Vec<String> = header.iter().map(|h| h.to_string()).collect();
+    for row in std::iter::once(&header_row).chain(rows) {
+        for (i, cell) in row.iter().enumerate() {
+            widths[i] = widths[i].max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    let mut emit = |row: &[String]| {
+        let mut line = " ".repeat(indent);
+        for (i, width) in widths.iter().enumerate() {
+            let cell = row.get(i).map(String::as_str).unwrap_or("");
+            let pad = width - cell.chars().count();
+            if i > 0 {
+                line.push_str("  ");
+            }
+            match align.get(i).copied().unwrap_or(Align::Left) {
+                Align::Left => {
+                    line.push_str(cell);
+                    line.push_str(&" ".repeat(pad));
+                }
+                Align::Right => {
+                    line.push_str(&" ".repeat(pad));
+                    line.push_str(cell);
+                }
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    };
+    if !header.is_empty() {
+        emit(&header_row);
+    }
+    for row in rows {
+        emit(row);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bytes_like_the_seed() {
+        assert_eq!(human_bytes(17_694_720_000.0), "17.7 GB");
+        assert_eq!(human_bytes(88_473_600_000.0), "88.5 GB");
+        assert_eq!(human_bytes(53_084_160_000.0), "53.1 GB");
+        assert_eq!(human_bytes(512.0), "512 B");
+        assert_eq!(human_bytes(0.0), "0 B");
+        assert_eq!(human_bytes(999_999.0), "1 MB");
+        assert_eq!(human_bytes(530_841_600_000.0), "531 GB");
+    }
+
+    #[test]
+    fn counts_like_the_seed() {
+        assert_eq!(human_count(34_560_000.0), "34.56M");
+        assert_eq!(human_count(172_800_000.0), "172.8M");
+        assert_eq!(human_count(34_560.0), "34,560");
+        assert_eq!(human_count(20_736.0), "20,736");
+        assert_eq!(human_count(276.48), "276");
+        assert_eq!(human_count(34.56), "34.6");
+        assert_eq!(human_count(0.0), "0");
+        assert_eq!(human_count(999_999.0), "1M");
+    }
+
+    #[test]
+    fn money_and_percentages() {
+        assert_eq!(usd(124_416.0), "$124,416");
+        assert_eq!(usd(6.0), "$6.00");
+        assert_eq!(usd(0.0583), "$0.06");
+        assert_eq!(usd(-1234.4), "-$1,234");
+        assert_eq!(percent(0.001), "0.1%");
+        assert_eq!(percent(0.6), "60%");
+        assert_eq!(percent(0.975), "97.5%");
+        assert_eq!(percent(1.0 - 0.992), "0.8%");
+        assert_eq!(percent(0.9992), "99.9%");
+        assert_eq!(rate_per_s(2000.0), "2,000/s");
+        assert_eq!(rate_per_s(400.0), "400/s");
+        assert_eq!(thousands(86_400.0), "86,400");
+        assert_eq!(thousands(100.0), "100");
+        assert_eq!(significant(9.9996, 4), "10");
+        assert_eq!(human_duration(86_400.0), "24h");
+        assert_eq!(human_duration(129_600.0), "36h");
+        assert_eq!(human_duration(172_800.0), "2d");
+        assert_eq!(human_duration(600.0), "10m");
+        assert_eq!(human_duration(0.25), "250ms");
+    }
+
+    #[test]
+    fn tables_line_up_by_characters() {
+        let rows = vec![
+            vec![
+                "Keys per day".into(),
+                "400/s × 86,400 s".into(),
+                "34.56M".into(),
+            ],
+            vec!["Store".into(), "x".into(), "≈ 17.7 GB".into()],
+        ];
+        let out = text_table(
+            &["", "", ""],
+            &rows,
+            &[Align::Left, Align::Left, Align::Right],
+            2,
+        );
+        let lines: Vec<&str> = out.lines().skip(1).collect();
+        assert_eq!(lines[0].chars().count(), lines[1].chars().count());
+    }
+}
