@@ -271,7 +271,19 @@ pub fn simulate_all(args: &SimulateArgs, quiet: bool) -> anyhow::Result<Vec<SimR
         .enumerate()
         .map(|(point, cfg)| {
             let open = |i: u32| open_store(args.db.as_deref(), tmp.path(), point, i);
-            replay::simulate(cfg, &arrivals, &dist, args.replicates, &open, &progress)
+            let name = match &args.db {
+                Some(p) => format!("sqlite:{}", p.display()),
+                None => "sqlite (temporary file)".to_string(),
+            };
+            replay::simulate(
+                cfg,
+                &arrivals,
+                &dist,
+                args.replicates,
+                &name,
+                &open,
+                &progress,
+            )
         })
         .collect::<Result<Vec<_>, _>>()?;
     bar.finish_and_clear();

@@ -1188,19 +1188,20 @@ fn spread_figure(values: &[f64], analytic: f64) -> Figure {
 }
 
 /// Runs `replicates` independent replicates in parallel (rayon), each on its own store from
-/// `open_store`, and pools them.
+/// `open_store`, and pools them. `store_name` is what the report calls the store: a stable
+/// name, not a temporary path, so the same inputs give the same JSON.
 pub fn simulate(
     cfg: &SimConfig,
     arrivals: &Arrivals,
     dist: &RetryDelay,
     replicates: u32,
+    store_name: &str,
     open_store: &(dyn Fn(u32) -> Result<Box<dyn Store>, StoreError> + Sync),
     progress: &Progress<'_>,
 ) -> Result<SimReport, SimError> {
     use rayon::prelude::*;
     cfg.validate()?;
     let started = Instant::now();
-    let store_name = open_store(0)?.describe();
     let runs: Vec<Tallies> = (0..replicates.max(1))
         .into_par_iter()
         .map(|i| {
@@ -1213,7 +1214,7 @@ pub fn simulate(
         arrivals,
         dist,
         &runs,
-        store_name,
+        store_name.to_string(),
         started.elapsed().as_secs_f64(),
     ))
 }
