@@ -358,7 +358,8 @@ pub struct Tallies {
     /// count for the interval.
     pub steady_keys_sum: f64,
     pub steady_points: u64,
-    pub steady_raw_sum: f64,
+    /// Sum over the steady points of the replayed records per stratum (ordinary, timed out).
+    pub steady_raw_sum: [f64; 2],
     pub bytes_per_record: f64,
     pub series: Vec<SeriesPoint>,
     pub simulated_s: f64,
@@ -719,15 +720,15 @@ impl<'a> Replay<'a> {
                 };
                 let retryable = matches!(response.status, 409 | 503);
                 if retryable && intent.attempts < self.cfg.max_attempts {
-                    // Exponential backoff with full jitter, never sooner than the server's hint.
+                    // Exponential backoff with full jitter, and never sooner than the server's
+                    // retry-after hint: a 409 says when the lease ends, so waiting less only
+                    // spends an attempt on another 409.
                     let cap = self
                         .cfg
                         .backoff_cap_ms
                         .min(self.cfg.backoff_base_ms << intent.attempts.min(20));
                     let jitter = (self.rng.random::<f64>() * cap as f64) as Millis;
-                    let wait = jitter
-                        .max(response.retry_after_ms.unwrap_or(0).min(cap))
-                        .max(1);
+                    let wait = jitter.max(response.retry_after_ms.unwrap_or(0)).max(1);
                     let intent_id = info.intent;
                     self.send(intent_id, at_ms + wait, false, false);
                 } else {
@@ -890,7 +891,8 @@ pub fn run_once(
             });
             if now >= steady_from {
                 r.t.steady_keys_sum += keys;
-                r.t.steady_raw_sum += (r.live_count[0] + r.live_count[1]) as f64;
+                r.t.steady_raw_sum[0] += r.live_count[0] as f64;
+                r.t.steady_raw_sum[1] += r.live_count[1] as f64;
                 r.t.steady_points += 1;
             }
             // Bytes per record at the end of the arrivals, when the store is at its steady size.
@@ -1040,20 +1042,12 @@ pub fn pool(
 
     let bpr: Vec<f64> = runs.iter().map(|t| t.bytes_per_record).collect();
     let bytes_per_record = spread_figure(&bpr, 512.0);
-    // Store size: the mean weighted count over the steady window; its interval from the Poisson
-    // count of replayed records at one instant (conservative: averaging over time helps).
-    let steady: Vec<f64> = runs
-        .iter()
-        .filter(|t| t.steady_points > 0)
-        .map(|t| t.steady_keys_sum / t.steady_points as f64)
-        .collect();
-    let raw: f64 = runs
-        .iter()
-        .filter(|t| t.steady_points > 0)
-        .map(|t| t.steady_raw_sum / t.steady_points as f64)
-        .sum();
+    // Store size: the mean weighted count over the steady window. Its interval treats the
+    // replayed records of each stratum at one instant as Poisson counts, var = n_o/s_o² +
+    // n_t/s_t² (conservative: the average over the window is smoother than one instant).
+    let steady_runs: Vec<&Tallies> = runs.iter().filter(|t| t.steady_points > 0).collect();
     let analytic_records = model.store_bytes / model.params.bytes_per_record;
-    let records = if steady.is_empty() {
+    let records = if steady_runs.is_empty() {
         Figure {
             estimate: 0.0,
             ci95_low: 0.0,
@@ -1061,12 +1055,25 @@ pub fn pool(
             analytic: analytic_records,
         }
     } else {
-        let est = steady.iter().sum::<f64>() / steady.len() as f64;
-        let rel = if raw > 0.0 { 1.96 / raw.sqrt() } else { 0.0 };
+        let k = steady_runs.len() as f64;
+        let est = steady_runs
+            .iter()
+            .map(|t| t.steady_keys_sum / t.steady_points as f64)
+            .sum::<f64>()
+            / k;
+        let var = steady_runs
+            .iter()
+            .map(|t| {
+                let n = t.steady_points as f64;
+                t.steady_raw_sum[0] / n / (s_o * s_o) + t.steady_raw_sum[1] / n / (s_t * s_t)
+            })
+            .sum::<f64>()
+            / (k * k);
+        let half = 1.959_963_985 * var.sqrt();
         Figure {
             estimate: est,
-            ci95_low: est * (1.0 - rel),
-            ci95_high: est * (1.0 + rel),
+            ci95_low: (est - half).max(0.0),
+            ci95_high: est + half,
             analytic: analytic_records,
         }
     };
