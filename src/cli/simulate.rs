@@ -370,7 +370,13 @@ pub fn render(r: &SimReport) -> String {
     let bytes = |v: f64| format!("{v:.0} B");
     let count = |v: f64| human_count(v);
     let gb = |v: f64| human_bytes(v);
-    let per_day = |v: f64| format!("{v:.1}/day");
+    let per_day = |v: f64| {
+        if v >= 100.0 {
+            format!("{}/day", crate::format::thousands(v))
+        } else {
+            format!("{v:.1}/day")
+        }
+    };
     let money = |v: f64| format!("{}/day", usd(v));
     out.push_str(&row(
         "bytes per record",
