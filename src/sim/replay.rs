@@ -389,7 +389,6 @@ struct Intent {
     attempts: u32,
     /// The attempt's retry delay from the late-retry distribution (timed-out intents).
     retry_delay_ms: Millis,
-    done: bool,
 }
 
 /// What is known about one request on the wire.
@@ -589,7 +588,6 @@ impl<'a> Replay<'a> {
                 weight,
                 attempts: 0,
                 retry_delay_ms,
-                done: false,
             },
         );
         if timed_out {
@@ -735,7 +733,6 @@ impl<'a> Replay<'a> {
                     if response.status != 201 {
                         self.t.unlabelled.add(intent.weight);
                     }
-                    intent.done = true;
                     self.intents.remove(&info.intent);
                 }
             }

@@ -126,6 +126,7 @@ pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport,
 
     let mut responses = Vec::new();
     let mut events = Vec::new();
+    let mut lease_of = std::collections::HashMap::new();
     for (i, r) in timeline.requests.iter().enumerate() {
         events.push(TimelineEvent {
             lane: "Caller".into(),
@@ -143,6 +144,7 @@ pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport,
                 took_over,
             } => {
                 let lane = lanes[*id as usize].clone();
+                lease_of.insert(*id, events.len());
                 events.push(TimelineEvent {
                     lane: lane.clone(),
                     start_s: secs(*at_ms),
@@ -182,17 +184,27 @@ pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport,
                 id,
                 at_ms,
                 response,
-            } if response.status != 201 => events.push(TimelineEvent {
-                lane: lanes[*id as usize].clone(),
-                start_s: secs(*at_ms),
-                end_s: None,
-                kind: "answer",
-                text: format!(
-                    "{} {}",
-                    response.status,
-                    response.code.clone().unwrap_or_default()
-                ),
-            }),
+            } => {
+                // A completed attempt releases its lease (txn 2 clears locked_until).
+                if let Some(&i) = lease_of.get(id)
+                    && let Some(end) = events[i].end_s.as_mut()
+                {
+                    *end = end.min(secs(*at_ms));
+                }
+                if response.status != 201 {
+                    events.push(TimelineEvent {
+                        lane: lanes[*id as usize].clone(),
+                        start_s: secs(*at_ms),
+                        end_s: None,
+                        kind: "answer",
+                        text: format!(
+                            "{} {}",
+                            response.status,
+                            response.code.clone().unwrap_or_default()
+                        ),
+                    });
+                }
+            }
             Observed::Died { id, at_ms, point } => events.push(TimelineEvent {
                 lane: lanes[*id as usize].clone(),
                 start_s: secs(*at_ms),
