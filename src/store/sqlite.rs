@@ -190,7 +190,7 @@ fn token_from(bytes: Option<Vec<u8>>) -> Result<Option<LeaseToken>, StoreError> 
 const KEY_COLUMNS: &str = "request_hash, state, locked_until, lease_token, response_status, \
                            response_body, created_at, expires_at";
 
-fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(KeyRowRaw, Option<Vec<u8>>)> {
+fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawKey> {
     Ok((
         KeyRowRaw {
             request_hash: r.get(0)?,
@@ -205,6 +205,21 @@ fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(KeyRowRaw, Option<Vec<u8>
     ))
 }
 
+type RawKey = (KeyRowRaw, Option<Vec<u8>>);
+
+/// Reads one key row; inside a transaction (a `Transaction` derefs to its connection) or not.
+fn select_key(
+    conn: &Connection,
+    caller_id: &str,
+    idem_key: &str,
+) -> rusqlite::Result<Option<RawKey>> {
+    conn.prepare_cached(&format!(
+        "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
+    ))?
+    .query_row(params![caller_id, idem_key], key_row)
+    .optional()
+}
+
 struct KeyRowRaw {
     request_hash: Vec<u8>,
     state: String,
@@ -215,7 +230,7 @@ struct KeyRowRaw {
     expires_at_ms: Millis,
 }
 
-fn finish_row(raw: Option<(KeyRowRaw, Option<Vec<u8>>)>) -> Result<Option<KeyRow>, StoreError> {
+fn finish_row(raw: Option<RawKey>) -> Result<Option<KeyRow>, StoreError> {
     raw.map(|(raw, token)| {
         Ok(KeyRow {
             request_hash: raw.request_hash,
@@ -273,16 +288,7 @@ impl Tx for SqliteTx<'_> {
 
     fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
         // BEGIN IMMEDIATE already holds the write lock: a plain SELECT is the FOR UPDATE here.
-        let raw = self
-            .tx
-            .prepare_cached(&format!(
-                "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
-            ))
-            .and_then(|mut s| {
-                s.query_row(params![caller_id, idem_key], key_row)
-                    .optional()
-            })
-            .map_err(|e| self.err(e))?;
+        let raw = select_key(&self.tx, caller_id, idem_key).map_err(|e| self.err(e))?;
         finish_row(raw)
     }
 
@@ -553,16 +559,7 @@ impl Store for SqliteStore {
     }
 
     fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
-        let raw = self
-            .conn
-            .prepare_cached(&format!(
-                "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
-            ))
-            .and_then(|mut s| {
-                s.query_row(params![caller_id, idem_key], key_row)
-                    .optional()
-            })
-            .map_err(|e| self.err(e))?;
+        let raw = select_key(&self.conn, caller_id, idem_key).map_err(|e| self.err(e))?;
         finish_row(raw)
     }
 }
