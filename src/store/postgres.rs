@@ -11,8 +11,8 @@
 //! first use, so the store never touches other tables. Each connection sets `search_path` to that
 //! schema only, so the statements below read like the seed's listing.
 //!
-//! Column types are the seed's: `bytea` hash, `timestamptz` times, `uuid` lease token, a CHECK
-//! constraint for the state. Two deliberate departures, each explained where it is made: the
+//! Column types are the seed's: `bytea` hash, `timestamptz` times, `uuid` lease token, an enum
+//! for the state. Two deliberate departures, each explained where it is made: the
 //! response body is `text`, not `jsonb` (replays must be byte-identical), and the label's numbers
 //! are `bigint` (the engine accepts any positive 64-bit order, parcel and version).
 //!
@@ -47,27 +47,28 @@ pub const MAX_POOL_SIZE: u32 = 256;
 const MAX_SCHEMA_NAME_BYTES: usize = 63;
 
 /// Version 1 of the schema. `{s}` is the quoted schema name. Columns are ordered for the heap
-/// tuple's alignment (8-byte timestamps first, then fixed width, then variable width): in the
-/// seed's order each `timestamptz` after a text column costs up to 7 bytes of padding per row.
+/// tuple's alignment (8-byte timestamps first, then 4-byte, then byte-aligned and variable width):
+/// in the seed's order each `timestamptz` after a text column costs up to 7 bytes of padding.
+/// The state is the seed's enum: 4 bytes where `text` 'completed' takes 10.
 const SCHEMA_V1: &str = "
-CREATE TABLE IF NOT EXISTS {s}.idempotency_keys (
-    created_at      timestamptz NOT NULL,
-    expires_at      timestamptz NOT NULL,
+CREATE TYPE {s}.key_state AS ENUM ('started', 'completed');
+CREATE TABLE {s}.idempotency_keys (
+    created_at      timestamptz    NOT NULL,
+    expires_at      timestamptz    NOT NULL,
     locked_until    timestamptz,
     response_status int4,
+    state           {s}.key_state NOT NULL,
     lease_token     uuid,
-    state           text        NOT NULL,
-    request_hash    bytea       NOT NULL,
-    caller_id       text        NOT NULL,
-    idem_key        text        NOT NULL,
+    request_hash    bytea          NOT NULL,
+    caller_id       text           NOT NULL,
+    idem_key        text           NOT NULL,
     -- text, not the seed's jsonb: jsonb re-renders JSON (spaces after ':' and ',', keys reordered
     -- by length), and a replay must return the saved body byte for byte.
     response_body   text,
-    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key),
-    CONSTRAINT idempotency_keys_state CHECK (state IN ('started', 'completed'))
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key)
 );
-CREATE INDEX IF NOT EXISTS idempotency_keys_expires_at ON {s}.idempotency_keys (expires_at);
-CREATE TABLE IF NOT EXISTS {s}.labels (
+CREATE INDEX idempotency_keys_expires_at ON {s}.idempotency_keys (expires_at);
+CREATE TABLE {s}.labels (
     -- Insertion order, as SQLite's rowid gives it, so both stores list labels alike.
     label_seq      bigserial NOT NULL,
     order_id       bigint    NOT NULL,
@@ -218,7 +219,8 @@ struct Statements {
     labels: Statement,
 }
 
-const KEY_COLUMNS: &str = "request_hash, state, locked_until, lease_token, response_status, \
+/// `state::text`: the driver reads an enum only as text.
+const KEY_COLUMNS: &str = "request_hash, state::text, locked_until, lease_token, response_status, \
                            response_body, created_at, expires_at";
 
 const LABEL_COLUMNS: &str =
@@ -402,6 +404,20 @@ impl PgPool {
         self.inner.lock().open
     }
 
+    /// Closes the connections nobody is using. A session's statistics (`pg_stat_user_tables`)
+    /// are flushed when it ends, so measurements call this before reading them; the pool opens
+    /// new connections on demand afterwards.
+    pub fn close_idle(&self) {
+        let idle: Vec<Conn> = {
+            let mut state = self.inner.lock();
+            let idle: Vec<Conn> = state.idle.drain(..).collect();
+            state.open -= idle.len() as u32;
+            idle
+        };
+        drop(idle);
+        self.inner.freed.notify_all();
+    }
+
     /// Drops the pool's schema with everything in it, for scratch schemas (tests, scenario runs)
     /// only. Waits at most 10 s for other sessions' locks rather than hang behind a stuck one.
     /// The idle connections are closed: their prepared statements name the dropped tables.
@@ -521,7 +537,19 @@ impl PoolInner {
                 continue;
             }
             tx.batch_execute(&ddl.replace("{s}", &schema))
-                .map_err(|e| self.pg_err(e))?;
+                .map_err(|e| {
+                    if e.code() == Some(&SqlState::DUPLICATE_TABLE)
+                        || e.code() == Some(&SqlState::DUPLICATE_OBJECT)
+                    {
+                        self.open_err(format!(
+                            "schema `{}` already holds tables idemcalc did not create ({}); name another schema with ?schema=NAME",
+                            self.options.schema,
+                            pg_message(&e)
+                        ))
+                    } else {
+                        self.pg_err(e)
+                    }
+                })?;
             tx.execute(
                 &format!("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
                 &[&v],
