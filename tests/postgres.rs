@@ -569,3 +569,94 @@ fn an_engine_survives_its_connection_being_killed() {
     assert_eq!(pg.carrier.stats().purchases, 1);
     pg.assert_invariants();
 }
+
+// ---- Schema and connection errors ----
+
+/// The store creates its schema and what is listed here in it, nothing more: every connection's
+/// `search_path` is that schema alone, and the migration names it in every DDL statement.
+#[test]
+fn the_store_touches_only_its_schema() {
+    let Some(pg) = Pg::new() else { return };
+    let mut admin = pg.admin();
+    let ours: Vec<String> = admin
+        .query(
+            "SELECT c.relname || ':' || c.relkind::text FROM pg_class c
+               JOIN pg_namespace n ON n.oid = c.relnamespace
+              WHERE n.nspname = $1 ORDER BY 1",
+            &[&pg.pool.schema()],
+        )
+        .unwrap()
+        .iter()
+        .map(|r| r.get(0))
+        .collect();
+    assert_eq!(
+        ours,
+        [
+            "idempotency_keys:r",
+            "idempotency_keys_expires_at:i",
+            "idempotency_keys_pkey:i",
+            "labels:r",
+            "labels_label_seq_seq:S",
+            "labels_parcel_version:i",
+            "labels_pkey:i",
+            "schema_version:r",
+            "schema_version_pkey:i",
+        ]
+    );
+}
+
+/// A schema written by a newer idemcalc is refused, not misread.
+#[test]
+fn a_newer_schema_version_is_refused() {
+    let Some(pg) = Pg::new() else { return };
+    let mut admin = pg.admin();
+    admin
+        .execute(
+            &format!(
+                "INSERT INTO \"{}\".schema_version (version) VALUES (99)",
+                pg.pool.schema()
+            ),
+            &[],
+        )
+        .unwrap();
+    let options = idemcalc::store::PgOptions {
+        schema: pg.pool.schema().to_string(),
+        ..Default::default()
+    };
+    let e = PgPool::connect(&pg.url, &options).unwrap_err().to_string();
+    assert!(e.contains("version 99, newer than"), "{e}");
+}
+
+/// A missing database is named, with the command that creates it.
+#[test]
+fn a_missing_database_is_named() {
+    let Some(pg) = Pg::new() else { return };
+    let url = match pg.url.rfind('/') {
+        Some(i) => format!("{}/idemcalc_no_such_db", &pg.url[..i]),
+        None => return,
+    };
+    let e = PgPool::connect(&url, &Default::default())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("database `idemcalc_no_such_db` does not exist") && e.contains("createdb"),
+        "{e}"
+    );
+}
+
+/// A refused connection names the host and port, not the password, and says what to check. Needs
+/// no server: nothing listens on port 1.
+#[test]
+fn a_refused_connection_says_what_to_check() {
+    let options = idemcalc::store::PgOptions {
+        connect_timeout: Duration::from_secs(2),
+        ..Default::default()
+    };
+    let e = PgPool::connect("postgres://alice:s3cret@127.0.0.1:1/test", &options)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("connection refused by 127.0.0.1:1"), "{e}");
+    assert!(e.contains("is PostgreSQL running"), "{e}");
+    assert!(e.contains("alice:***@"), "{e}");
+    assert!(!e.contains("s3cret"), "{e}");
+}
