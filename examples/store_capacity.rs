@@ -124,6 +124,26 @@ fn print_bytes(label: &str, store: &mut dyn Store) -> anyhow::Result<StoreBytes>
     Ok(b)
 }
 
+/// Per-record sizes of each relation of the key store.
+fn pg_breakdown(store: &mut PostgresStore, n: u64) -> anyhow::Result<()> {
+    let r = store.client()?.query_one(
+        "SELECT pg_relation_size('idempotency_keys'),
+                pg_table_size('idempotency_keys') - pg_relation_size('idempotency_keys'),
+                pg_relation_size('idempotency_keys_pkey'),
+                pg_relation_size('idempotency_keys_expires_at')",
+        &[],
+    )?;
+    let part = |i: usize| per_record(r.get::<_, i64>(i).max(0) as u64, n);
+    println!(
+        "  per record: heap {:.1} B, TOAST + free-space/visibility maps {:.1} B, primary key {:.1} B, expires_at index {:.1} B",
+        part(0),
+        part(1),
+        part(2),
+        part(3)
+    );
+    Ok(())
+}
+
 /// Live and dead tuples and heap size of `idempotency_keys`, after making this session's pending
 /// statistics visible (they are flushed when a session goes idle, not at each commit).
 fn pg_tuples(store: &mut PostgresStore) -> anyhow::Result<(i64, i64, i64)> {
@@ -237,21 +257,7 @@ fn run(args: &Args, pool: StorePool) -> anyhow::Result<()> {
     );
     print_bytes("after the fill", store.as_mut())?;
     if let Some((pool, pg)) = pg.as_mut() {
-        let r = pg.client()?.query_one(
-            "SELECT pg_relation_size('idempotency_keys'),
-                    pg_table_size('idempotency_keys') - pg_relation_size('idempotency_keys'),
-                    pg_relation_size('idempotency_keys_pkey'),
-                    pg_relation_size('idempotency_keys_expires_at')",
-            &[],
-        )?;
-        let part = |i: usize| per_record(r.get::<_, i64>(i).max(0) as u64, n);
-        println!(
-            "  per record: heap {:.1} B, TOAST + free-space/visibility maps {:.1} B, primary key {:.1} B, expires_at index {:.1} B",
-            part(0),
-            part(1),
-            part(2),
-            part(3)
-        );
+        pg_breakdown(pg, n)?;
         let (live, dead, heap) = pg_tuples_settled(pool, pg)?;
         println!(
             "  tuples: {live} live, {dead} dead (each txn 2 UPDATE leaves one dead version; page pruning already reclaimed most), heap {heap} B"
@@ -294,6 +300,7 @@ fn run(args: &Args, pool: StorePool) -> anyhow::Result<()> {
     let (s3, _) = rig.fill(n, half, args.threads)?;
     let refilled = store.bytes()?;
     print_bytes("after the refill", store.as_mut())?;
+    pg_breakdown(&mut pg, n)?;
     println!(
         "refill: {half} new keys in {s3:.1} s; keys grew by {} B ({:.1} B per new record)",
         refilled.keys_bytes() as i64 - vacuumed.keys_bytes() as i64,
