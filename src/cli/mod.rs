@@ -7,6 +7,7 @@
 pub mod estimate;
 pub mod scenario;
 pub mod simulate;
+pub mod store;
 
 use clap::{Parser, Subcommand};
 
@@ -18,7 +19,7 @@ use clap::{Parser, Subcommand};
     long_about = "Size and price idempotency-key stores.\n\n\
         idemcalc embeds a reference idempotency engine (the seed design: a record per \
         (caller, key), two short transactions around the carrier call, a lease with a lease \
-        token, a batched sweeper) over SQLite, and measures it: scripted timelines, an analytic \
+        token, a batched sweeper) over SQLite or PostgreSQL, and measures it: scripted timelines, an analytic \
         capacity and cost model, synthetic traffic on a virtual clock, reports and benches."
 )]
 pub struct Cli {

@@ -1,7 +1,7 @@
 use super::Format;
 use crate::scenario::Scenario;
 use crate::sim::timeline;
-use crate::store::{SqliteOptions, SqliteStore};
+use crate::store::{OpenOptions, PgOptions, PgPool, StorePool, StoreSpec};
 use anyhow::Context;
 use std::path::PathBuf;
 
@@ -12,24 +12,60 @@ pub struct ScenarioArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// Keep the SQLite store in this file (default: a temporary file removed afterwards).
-    #[arg(long)]
+    /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`. A
+    /// PostgreSQL run uses a temporary schema dropped afterwards, unless `?schema=NAME` names one
+    /// to keep (default: a temporary SQLite file removed afterwards).
+    #[arg(long, value_name = "SPEC", conflicts_with = "db")]
+    pub store: Option<String>,
+    /// Keep the SQLite store in this file: shorthand for `--store sqlite:FILE`.
+    #[arg(long, value_name = "FILE")]
     pub db: Option<PathBuf>,
 }
 
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     let scenario = Scenario::load(&args.file)?;
     let tmp;
-    let path = match &args.db {
-        Some(p) => p.clone(),
-        None => {
+    let spec = match (&args.store, &args.db) {
+        (Some(spec), _) => StoreSpec::parse(spec)?,
+        (None, Some(path)) => StoreSpec::Sqlite(path.clone()),
+        (None, None) => {
             tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
-            tmp.path().join("store.sqlite")
+            StoreSpec::Sqlite(tmp.path().join("store.sqlite"))
         }
     };
-    let store = SqliteStore::open(&path, &SqliteOptions::default())?;
-    let report = timeline::run(&scenario, Box::new(store))
-        .with_context(|| format!("{}: running the timeline", args.file.display()))?;
+    // A timeline starts at virtual 2026-01-01 with an empty store: a PostgreSQL run without a
+    // named schema gets a scratch one, as a SQLite run without --db gets a scratch file, so that
+    // running it twice gives the same answers.
+    let (pool, scratch) = match spec {
+        StoreSpec::Sqlite(path) => (
+            StorePool::open(&path.display().to_string(), &OpenOptions::default())?,
+            None,
+        ),
+        StoreSpec::Postgres { url, schema } => {
+            let scratch = schema.is_none();
+            let schema = schema.unwrap_or_else(|| {
+                format!(
+                    "idemcalc_scenario_{}",
+                    &uuid::Uuid::new_v4().simple().to_string()[..12]
+                )
+            });
+            let options = PgOptions {
+                schema,
+                pool_size: 2,
+                ..PgOptions::default()
+            };
+            let pool = PgPool::connect(&url, &options)?;
+            (StorePool::Postgres(pool.clone()), scratch.then_some(pool))
+        }
+    };
+    let result = pool.get().map_err(anyhow::Error::from).and_then(|store| {
+        timeline::run(&scenario, store)
+            .with_context(|| format!("{}: running the timeline", args.file.display()))
+    });
+    if let Some(pool) = scratch {
+        pool.drop_schema()?;
+    }
+    let report = result?;
     match args.format {
         Format::Table => print!("{}", timeline::render_table(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -3,13 +3,20 @@
 //! The engine's algorithm is written once, in `engine`, against the [`Store`] and [`Tx`] traits;
 //! each store supplies only its SQL. A [`Tx`] method is one statement of the seed's two
 //! transactions, so the engine reads like the seed's SQL listing.
+//!
+//! Two stores: SQLite (embedded, the default) and PostgreSQL (the seed's design, the server an
+//! architect sizes in production). [`open`] and [`StorePool`] pick one from a spec string, the
+//! `--store` flag: `sqlite:PATH`, a bare path, or `postgres://…`.
 
+pub mod postgres;
 pub mod sqlite;
 
 use crate::clock::Millis;
 use serde::Serialize;
 use std::fmt;
+use std::path::PathBuf;
 
+pub use postgres::{PgOptions, PgPool, PostgresStore};
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The `state` column: a record is claimed (`started`) before the carrier call and `completed`
@@ -128,10 +135,20 @@ pub enum StoreError {
         #[source]
         source: rusqlite::Error,
     },
+    /// A statement failed on the server. The message carries the server's text and SQLSTATE;
+    /// `error.code()` gives the SQLSTATE to code that must tell failures apart.
+    #[error("{location}: {}", postgres::pg_message(error))]
+    Postgres {
+        location: String,
+        error: ::postgres::Error,
+    },
     #[error("{0}")]
     Corrupt(String),
     #[error("{location}: {message}")]
     Open { location: String, message: String },
+    /// A `--store` value that names no store.
+    #[error("store `{spec}`: {message}")]
+    Spec { spec: String, message: String },
 }
 
 /// One transaction. Dropping it without [`Tx::commit`] rolls it back, which is what a crash does.
@@ -208,5 +225,237 @@ pub trait Store: Send {
 impl fmt::Debug for dyn Store {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.describe())
+    }
+}
+
+/// A parsed `--store` value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StoreSpec {
+    /// `sqlite:PATH` or a bare path.
+    Sqlite(PathBuf),
+    /// `postgres://…` or `postgresql://…`, with `?schema=NAME` taken out of the URL (the driver
+    /// does not know it) and kept here.
+    Postgres { url: String, schema: Option<String> },
+}
+
+impl StoreSpec {
+    /// Parses `sqlite:PATH`, `sqlite://PATH`, a bare path, or a PostgreSQL URL.
+    pub fn parse(spec: &str) -> Result<Self, StoreError> {
+        let fail = |message: &str| StoreError::Spec {
+            spec: postgres::redact_url(spec),
+            message: message.to_string(),
+        };
+        let spec_trimmed = spec.trim();
+        if spec_trimmed.is_empty() {
+            return Err(fail(
+                "empty; use sqlite:PATH, a file path, or postgres://USER@HOST:PORT/DATABASE",
+            ));
+        }
+        if let Some(path) = spec_trimmed.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            if path.is_empty() {
+                return Err(fail(
+                    "no file after `sqlite:`; e.g. sqlite:/tmp/idem.sqlite",
+                ));
+            }
+            return Ok(StoreSpec::Sqlite(PathBuf::from(path)));
+        }
+        let lower = spec_trimmed.to_ascii_lowercase();
+        if lower.starts_with("postgres://") || lower.starts_with("postgresql://") {
+            let (url, schema) = split_schema_param(spec_trimmed);
+            if let Some(s) = &schema {
+                postgres::check_schema_name(s).map_err(|m| fail(&m))?;
+            }
+            return Ok(StoreSpec::Postgres { url, schema });
+        }
+        if let Some((scheme, _)) = spec_trimmed.split_once("://") {
+            return Err(fail(&format!(
+                "unknown store kind `{scheme}`; use sqlite:PATH or postgres://USER@HOST:PORT/DATABASE"
+            )));
+        }
+        Ok(StoreSpec::Sqlite(PathBuf::from(spec_trimmed)))
+    }
+
+    /// The spec as messages and reports show it: PostgreSQL passwords redacted.
+    pub fn describe(&self) -> String {
+        match self {
+            StoreSpec::Sqlite(p) => format!("sqlite:{}", p.display()),
+            StoreSpec::Postgres { url, schema } => match schema {
+                Some(s) => format!("{} (schema {s})", postgres::redact_url(url)),
+                None => postgres::redact_url(url),
+            },
+        }
+    }
+}
+
+/// Takes `schema=NAME` out of a URL's query string; the rest of the query goes to the driver.
+fn split_schema_param(url: &str) -> (String, Option<String>) {
+    let Some((base, query)) = url.split_once('?') else {
+        return (url.to_string(), None);
+    };
+    let mut schema = None;
+    let rest: Vec<&str> = query
+        .split('&')
+        .filter(|p| match p.split_once('=') {
+            Some(("schema", v)) => {
+                schema = Some(v.to_string());
+                false
+            }
+            _ => !p.is_empty(),
+        })
+        .collect();
+    if rest.is_empty() {
+        (base.to_string(), schema)
+    } else {
+        (format!("{base}?{}", rest.join("&")), schema)
+    }
+}
+
+/// How to open either store. Each store reads its own part.
+#[derive(Debug, Clone, Default)]
+pub struct OpenOptions {
+    pub sqlite: SqliteOptions,
+    /// The PostgreSQL pool and schema; a `?schema=` in the URL overrides `postgres.schema`.
+    pub postgres: PgOptions,
+}
+
+impl OpenOptions {
+    /// Sets how hard commits wait for the disk on both stores.
+    pub fn with_synchronous(mut self, synchronous: Synchronous) -> Self {
+        self.sqlite.synchronous = synchronous;
+        self.postgres.synchronous = synchronous;
+        self
+    }
+
+    /// Sets the PostgreSQL pool size (`--pool`).
+    pub fn with_pool_size(mut self, pool_size: u32) -> Self {
+        self.postgres.pool_size = pool_size;
+        self
+    }
+}
+
+/// Where workers get their stores: one connection each. For PostgreSQL a bounded pool; for SQLite
+/// a new connection to the same file per call (SQLite serialises writers on the file's lock, so
+/// a pool would add nothing).
+#[derive(Debug, Clone)]
+pub enum StorePool {
+    Sqlite {
+        path: PathBuf,
+        options: SqliteOptions,
+    },
+    Postgres(PgPool),
+}
+
+impl StorePool {
+    /// Parses `spec` and connects: for PostgreSQL this reaches the server, creates or migrates the
+    /// schema and fails with a message naming the server if it cannot.
+    pub fn open(spec: &str, options: &OpenOptions) -> Result<Self, StoreError> {
+        match StoreSpec::parse(spec)? {
+            StoreSpec::Sqlite(path) => {
+                // Open once now so a bad path fails here, not in the first worker.
+                SqliteStore::open(&path, &options.sqlite)?;
+                Ok(StorePool::Sqlite {
+                    path,
+                    options: options.sqlite.clone(),
+                })
+            }
+            StoreSpec::Postgres { url, schema } => {
+                let mut pg = options.postgres.clone();
+                if let Some(s) = schema {
+                    pg.schema = s;
+                }
+                Ok(StorePool::Postgres(PgPool::connect(&url, &pg)?))
+            }
+        }
+    }
+
+    /// One connection as a [`Store`].
+    pub fn get(&self) -> Result<Box<dyn Store>, StoreError> {
+        match self {
+            StorePool::Sqlite { path, options } => Ok(Box::new(SqliteStore::open(path, options)?)),
+            StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
+        }
+    }
+
+    /// The store as messages and reports name it (passwords redacted).
+    pub fn describe(&self) -> String {
+        match self {
+            StorePool::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
+            StorePool::Postgres(pool) => pool.describe(),
+        }
+    }
+
+    /// `sqlite` or `postgres`, for report columns.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            StorePool::Sqlite { .. } => "sqlite",
+            StorePool::Postgres(_) => "postgres",
+        }
+    }
+}
+
+/// Opens the store `spec` names (`sqlite:PATH`, a bare path, or `postgres://…`) and returns one
+/// connection to it. Use [`StorePool`] when several workers need their own connections.
+pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Store>, StoreError> {
+    StorePool::open(spec, options)?.get()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_name_a_store() {
+        assert_eq!(
+            StoreSpec::parse("sqlite:/tmp/a.db").unwrap(),
+            StoreSpec::Sqlite("/tmp/a.db".into())
+        );
+        assert_eq!(
+            StoreSpec::parse("sqlite:///tmp/a.db").unwrap(),
+            StoreSpec::Sqlite("/tmp/a.db".into())
+        );
+        assert_eq!(
+            StoreSpec::parse("store.sqlite").unwrap(),
+            StoreSpec::Sqlite("store.sqlite".into())
+        );
+        assert_eq!(
+            StoreSpec::parse("postgres://postgres@127.0.0.1/test").unwrap(),
+            StoreSpec::Postgres {
+                url: "postgres://postgres@127.0.0.1/test".into(),
+                schema: None
+            }
+        );
+        assert_eq!(
+            StoreSpec::parse("postgresql://u:pw@h:5433/db?sslmode=disable&schema=idem_a").unwrap(),
+            StoreSpec::Postgres {
+                url: "postgresql://u:pw@h:5433/db?sslmode=disable".into(),
+                schema: Some("idem_a".into())
+            }
+        );
+        assert_eq!(
+            StoreSpec::parse("postgres://h/db?schema=s1").unwrap(),
+            StoreSpec::Postgres {
+                url: "postgres://h/db".into(),
+                schema: Some("s1".into())
+            }
+        );
+    }
+
+    #[test]
+    fn bad_specs_say_what_to_type() {
+        for bad in [
+            "",
+            "sqlite:",
+            "mysql://h/db",
+            "postgres://h/db?schema=Robert;drop",
+        ] {
+            let e = StoreSpec::parse(bad).unwrap_err().to_string();
+            assert!(e.contains("store `"), "{bad:?}: {e}");
+        }
+        let e = StoreSpec::parse("mysql://u:secret@h/db")
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains("secret"), "{e}");
+        assert!(e.contains("sqlite:PATH"), "{e}");
     }
 }

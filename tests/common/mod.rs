@@ -6,9 +6,10 @@
 use idemcalc::carrier::{Carrier, CarrierConfig, Latency};
 use idemcalc::clock::VirtualClock;
 use idemcalc::engine::{Engine, EngineConfig, Request};
-use idemcalc::store::{SqliteOptions, SqliteStore, Store};
+use idemcalc::store::{PgOptions, PgPool, SqliteOptions, SqliteStore, Store, Synchronous};
+use std::io::Write as _;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 pub const BODY: &str =
     r#"{"order_id":918273,"parcel_no":1,"label_version":1,"weight_g":1450,"service":"ground"}"#;
@@ -16,11 +17,25 @@ pub const OTHER_BODY: &str =
     r#"{"order_id":918273,"parcel_no":1,"label_version":1,"weight_g":1500,"service":"ground"}"#;
 pub const KEY: &str = "label:918273:1:v1";
 
+/// The one environment variable through which the tests find PostgreSQL, e.g.
+/// `postgres://postgres@127.0.0.1:5432/test`. `.ci/run` sets it.
+pub const PG_URL_VAR: &str = "IDEMCALC_PG_URL";
+
+/// Connections per test: the concurrency tests race up to 16 engines, each on its own connection.
+const PG_TEST_POOL: u32 = 20;
+
 /// Where a test's store lives. Each backend value is private to one test.
 pub enum Backend {
     Sqlite {
         _dir: tempfile::TempDir,
         path: PathBuf,
+    },
+    /// A fresh schema `t_<random>` on the server at `url`, dropped when the backend is dropped,
+    /// so tests run in parallel without seeing each other's rows.
+    Postgres {
+        url: String,
+        schema: String,
+        pool: PgPool,
     },
 }
 
@@ -31,10 +46,59 @@ impl Backend {
         Backend::Sqlite { _dir: dir, path }
     }
 
+    /// A store in a new schema on the server named by `IDEMCALC_PG_URL`, or `None` (after saying
+    /// so loudly on stderr) when the variable is unset on a developer's machine. Panics in CI
+    /// (`CI` set) without the variable, and anywhere when the variable names a server that cannot
+    /// be used: asked for PostgreSQL, a run must not pass without it.
+    pub fn postgres() -> Option<Self> {
+        let url = match std::env::var(PG_URL_VAR) {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ => {
+                if std::env::var_os("CI").is_some() {
+                    panic!(
+                        "CI is set but {PG_URL_VAR} is not: the PostgreSQL half of the suite must run in CI. \
+                         Start PostgreSQL and set {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/test (.ci/run does both)."
+                    );
+                }
+                skip_notice();
+                return None;
+            }
+        };
+        let schema = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+        Some(Self::postgres_at(&url, &schema))
+    }
+
+    fn postgres_at(url: &str, schema: &str) -> Self {
+        install_amcheck(url);
+        let options = PgOptions {
+            schema: schema.to_string(),
+            pool_size: PG_TEST_POOL,
+            // Visibility and locking do not depend on it, and it keeps the suite fast.
+            synchronous: Synchronous::Off,
+            ..PgOptions::default()
+        };
+        let pool = PgPool::connect(url, &options).unwrap_or_else(|e| {
+            panic!(
+                "{PG_URL_VAR} is set but PostgreSQL cannot be used: {e}\n\
+                 Start the server (pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start) \
+                 or unset {PG_URL_VAR} to run the SQLite half only."
+            )
+        });
+        Backend::Postgres {
+            url: url.to_string(),
+            schema: schema.to_string(),
+            pool,
+        }
+    }
+
     /// A new, empty store of the same kind.
     pub fn fresh(&self) -> Self {
         match self {
             Backend::Sqlite { .. } => Backend::sqlite(),
+            Backend::Postgres { url, .. } => Self::postgres_at(
+                url,
+                &format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]),
+            ),
         }
     }
 
@@ -44,8 +108,53 @@ impl Backend {
             Backend::Sqlite { path, .. } => {
                 Box::new(SqliteStore::open(path, &SqliteOptions::default()).expect("open store"))
             }
+            Backend::Postgres { pool, .. } => Box::new(pool.get().expect("a pooled connection")),
         }
     }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Backend::Postgres { pool, schema, .. } = self
+            && let Err(e) = pool.drop_schema()
+        {
+            let _ = writeln!(
+                std::io::stderr(),
+                "warning: could not drop test schema {schema}: {e}"
+            );
+        }
+    }
+}
+
+/// Says once per test binary, on the real stderr (test output capture does not reach it), that
+/// the PostgreSQL half was skipped and how to run it.
+fn skip_notice() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = writeln!(
+            std::io::stderr(),
+            "\n*** {PG_URL_VAR} is not set: the PostgreSQL half of this suite was SKIPPED (its tests pass vacuously).\n\
+             *** To run it: {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/test cargo test --release\n\
+             *** (start the server first if needed: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start)\n"
+        );
+    });
+}
+
+/// Installs the `amcheck` extension in the test database once per test binary, so that
+/// `invariants().integrity_ok` is a real b-tree check in the tests. The store never installs it
+/// itself (extensions are database-wide); the test database is ours to set up.
+fn install_amcheck(url: &str) {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let Ok(mut client) = postgres::Client::connect(url, postgres::NoTls) else {
+            return; // PgPool::connect reports the real problem.
+        };
+        if let Err(e) = client.batch_execute("CREATE EXTENSION IF NOT EXISTS amcheck") {
+            // Another test binary may be creating it at the same instant; anything else only
+            // means integrity_ok falls back to "the invariant queries ran".
+            let _ = writeln!(std::io::stderr(), "note: amcheck not installed: {e:?}");
+        }
+    });
 }
 
 pub struct Harness {

@@ -1,0 +1,1257 @@
+//! The server store: the seed's schema and SQL on PostgreSQL, nearly verbatim.
+//!
+//! Txn 1 is the seed's `INSERT … ON CONFLICT (caller_id, idem_key) DO NOTHING` followed, when the
+//! key exists, by `SELECT … FOR UPDATE`: row locks, not a database-wide write lock as in SQLite,
+//! so attempts on different keys never wait for each other and attempts on one key queue on its
+//! row. Transactions run at PostgreSQL's default READ COMMITTED: a statement that waited for a row
+//! lock re-reads the row's latest committed version, which is what makes txn 2's
+//! `WHERE lease_token = $mine` see a takeover that committed while it waited.
+//!
+//! Everything lives in one schema named by the user (default `idemcalc`), created or migrated on
+//! first use, so the store never touches other tables. Each connection sets `search_path` to that
+//! schema only, so the statements below read like the seed's listing.
+//!
+//! Column types are the seed's: `bytea` hash, `timestamptz` times, `uuid` lease token, an enum
+//! for the state. Two deliberate departures, each explained where it is made: the
+//! response body is `text`, not `jsonb` (replays must be byte-identical), and the label's numbers
+//! are `bigint` (the engine accepts any positive 64-bit order, parcel and version).
+//!
+//! Timestamps come from the engine's injected clock as integer milliseconds and travel as
+//! `timestamptz` through `std::time::SystemTime` (exact: PostgreSQL keeps microseconds). The SQL
+//! never calls `now()`, so a virtual clock drives the server as it drives SQLite.
+
+use super::{
+    Completion, Invariants, KeyRow, KeyState, LabelRow, LeaseToken, NewKey, Store, StoreBytes,
+    StoreError, Synchronous, Tx,
+};
+use crate::clock::Millis;
+use postgres::error::SqlState;
+use postgres::{Client, NoTls, Row, Statement};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use uuid::Uuid;
+
+/// Bumped whenever the schema changes; each version's DDL is applied once, in order, and a schema
+/// written by a newer idemcalc is refused rather than misread.
+pub const SCHEMA_VERSION: i32 = 1;
+
+/// The schema used when neither `?schema=` nor an option names one.
+pub const DEFAULT_SCHEMA: &str = "idemcalc";
+
+/// Upper bound on `--pool`: PostgreSQL's default `max_connections` is 100, and a pool bigger than
+/// the server allows only turns into connection errors under load.
+pub const MAX_POOL_SIZE: u32 = 256;
+
+/// PostgreSQL identifiers are at most 63 bytes (NAMEDATALEN - 1); longer ones are truncated
+/// silently by the server, which would make two schema names one.
+const MAX_SCHEMA_NAME_BYTES: usize = 63;
+
+/// Version 1 of the schema. `{s}` is the quoted schema name. Columns are ordered for the heap
+/// tuple's alignment (8-byte timestamps first, then 4-byte, then byte-aligned and variable width):
+/// in the seed's order each `timestamptz` after a text column costs up to 7 bytes of padding.
+/// The state is the seed's enum: 4 bytes where `text` 'completed' takes 10.
+const SCHEMA_V1: &str = "
+CREATE TYPE {s}.key_state AS ENUM ('started', 'completed');
+CREATE TABLE {s}.idempotency_keys (
+    created_at      timestamptz    NOT NULL,
+    expires_at      timestamptz    NOT NULL,
+    locked_until    timestamptz,
+    response_status int4,
+    state           {s}.key_state NOT NULL,
+    lease_token     uuid,
+    request_hash    bytea          NOT NULL,
+    caller_id       text           NOT NULL,
+    idem_key        text           NOT NULL,
+    -- text, not the seed's jsonb: jsonb re-renders JSON (spaces after ':' and ',', keys reordered
+    -- by length), and a replay must return the saved body byte for byte.
+    response_body   text,
+    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key)
+);
+CREATE INDEX idempotency_keys_expires_at ON {s}.idempotency_keys (expires_at);
+CREATE TABLE {s}.labels (
+    -- Insertion order, as SQLite's rowid gives it, so both stores list labels alike.
+    label_seq      bigserial NOT NULL,
+    order_id       bigint    NOT NULL,
+    parcel_no      bigint    NOT NULL,
+    label_version  bigint    NOT NULL,
+    cost_cents     bigint    NOT NULL,
+    label_id       text      NOT NULL,
+    tracking_no    text      NOT NULL,
+    created_by_key text      NOT NULL,
+    CONSTRAINT labels_pkey PRIMARY KEY (label_id),
+    CONSTRAINT labels_parcel_version UNIQUE (order_id, parcel_no, label_version)
+);
+";
+
+/// How to reach the server and what to create there.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PgOptions {
+    /// The schema that holds the store's tables.
+    pub schema: String,
+    /// At most this many connections open at once (`--pool`).
+    pub pool_size: u32,
+    /// `Off` sets `synchronous_commit = off` (a commit returns before its WAL reaches disk; a
+    /// server crash may lose the last few hundred milliseconds of commits, never consistency);
+    /// `Normal` and `Full` keep the server's `on`.
+    pub synchronous: Synchronous,
+    /// How long to wait for the server to accept a connection.
+    pub connect_timeout: Duration,
+    /// How long [`PgPool::get`] waits for a connection when all `pool_size` are in use.
+    pub checkout_timeout: Duration,
+}
+
+impl Default for PgOptions {
+    fn default() -> Self {
+        Self {
+            schema: DEFAULT_SCHEMA.to_string(),
+            pool_size: 8,
+            synchronous: Synchronous::Normal,
+            connect_timeout: Duration::from_secs(5),
+            checkout_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// Checks a schema name: lower-case letters, digits and `_`, not starting with a digit, at most
+/// 63 bytes. Restrictive on purpose: such a name needs no quoting rules to be safe in DDL and
+/// means the same thing quoted or not.
+pub fn check_schema_name(name: &str) -> Result<(), String> {
+    let ok_start = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
+    let ok_rest = name
+        .chars()
+        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
+    if !ok_start || !ok_rest || name.len() > MAX_SCHEMA_NAME_BYTES {
+        return Err(format!(
+            "schema name `{name}` is not allowed: use 1 to {MAX_SCHEMA_NAME_BYTES} lower-case letters, digits and `_`, not starting with a digit (e.g. `idemcalc`)"
+        ));
+    }
+    if name.starts_with("pg_") {
+        return Err(format!(
+            "schema name `{name}` is reserved: names starting with `pg_` belong to PostgreSQL"
+        ));
+    }
+    Ok(())
+}
+
+/// The URL with any password replaced by `***`, for messages and reports.
+pub fn redact_url(url: &str) -> String {
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_string();
+    };
+    let (scheme, rest) = url.split_at(scheme_end + 3);
+    // The user information ends at the last '@' before the query: a password may itself hold
+    // '@' or '/' (unescaped), and every character of it must go.
+    let query_start = rest.find('?').unwrap_or(rest.len());
+    let (before_query, tail) = rest.split_at(query_start);
+    let before_query = match before_query.rfind('@') {
+        Some(at) => {
+            let (userinfo, host_and_path) = before_query.split_at(at);
+            match userinfo.find(':') {
+                Some(colon) => format!("{}:***{host_and_path}", &userinfo[..colon]),
+                None => before_query.to_string(),
+            }
+        }
+        None => before_query.to_string(),
+    };
+    // A password may also travel as a query parameter.
+    let tail = match tail.strip_prefix('?') {
+        Some(query) => {
+            let params: Vec<String> = query
+                .split('&')
+                .map(|p| match p.split_once('=') {
+                    Some((k, _)) if k.eq_ignore_ascii_case("password") => format!("{k}=***"),
+                    _ => p.to_string(),
+                })
+                .collect();
+            format!("?{}", params.join("&"))
+        }
+        None => tail.to_string(),
+    };
+    format!("{scheme}{before_query}{tail}")
+}
+
+/// The text of a PostgreSQL error with what the driver's own `Display` leaves out: the server's
+/// message, SQLSTATE, detail and hint, or the I/O cause.
+pub fn pg_message(e: &postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!("; detail: {detail}"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
+}
+
+/// The statements of the two transactions and the store's queries, prepared once per connection:
+/// each then costs one round trip instead of a parse and a round trip more.
+struct Statements {
+    insert_key: Statement,
+    lock_key: Statement,
+    get_key: Statement,
+    take_over: Statement,
+    release_lease: Statement,
+    complete_key: Statement,
+    set_response_body: Statement,
+    insert_label: Statement,
+    select_label: Statement,
+    delete_key: Statement,
+    sweep: Statement,
+    count_keys: Statement,
+    count_labels: Statement,
+    labels: Statement,
+}
+
+/// `state::text`: the driver reads an enum only as text.
+const KEY_COLUMNS: &str = "request_hash, state::text, locked_until, lease_token, response_status, \
+                           response_body, created_at, expires_at";
+
+const LABEL_COLUMNS: &str =
+    "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key";
+
+impl Statements {
+    fn prepare(client: &mut Client) -> Result<Self, postgres::Error> {
+        Ok(Self {
+            insert_key: client.prepare(
+                "INSERT INTO idempotency_keys
+                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                 VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
+                 ON CONFLICT (caller_id, idem_key) DO NOTHING",
+            )?,
+            lock_key: client.prepare(&format!(
+                "SELECT {KEY_COLUMNS} FROM idempotency_keys
+                  WHERE caller_id = $1 AND idem_key = $2
+                    FOR UPDATE"
+            ))?,
+            get_key: client.prepare(&format!(
+                "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = $1 AND idem_key = $2"
+            ))?,
+            take_over: client.prepare(
+                "UPDATE idempotency_keys SET locked_until = $3, lease_token = $4
+                  WHERE caller_id = $1 AND idem_key = $2",
+            )?,
+            release_lease: client.prepare(
+                "UPDATE idempotency_keys SET locked_until = $3
+                  WHERE caller_id = $1 AND idem_key = $2 AND state = 'started' AND lease_token = $4",
+            )?,
+            complete_key: client.prepare(
+                "UPDATE idempotency_keys
+                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                        response_status = $3, response_body = $4, expires_at = $5
+                  WHERE caller_id = $1 AND idem_key = $2
+                    AND state = 'started' AND lease_token = $6",
+            )?,
+            set_response_body: client.prepare(
+                "UPDATE idempotency_keys SET response_body = $3
+                  WHERE caller_id = $1 AND idem_key = $2",
+            )?,
+            insert_label: client.prepare(&format!(
+                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)
+                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING"
+            ))?,
+            select_label: client.prepare(&format!(
+                "SELECT {LABEL_COLUMNS} FROM labels
+                  WHERE order_id = $1 AND parcel_no = $2 AND label_version = $3"
+            ))?,
+            delete_key: client.prepare(
+                "DELETE FROM idempotency_keys
+                  WHERE caller_id = $1 AND idem_key = $2 AND state = 'started' AND lease_token = $3",
+            )?,
+            // SKIP LOCKED: a record that an attempt holds locked right now is left for the next
+            // batch instead of making the sweeper wait behind it.
+            sweep: client.prepare(
+                "DELETE FROM idempotency_keys WHERE (caller_id, idem_key) IN (
+                    SELECT caller_id, idem_key FROM idempotency_keys
+                     WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2
+                       FOR UPDATE SKIP LOCKED)
+                 RETURNING caller_id, idem_key",
+            )?,
+            count_keys: client.prepare("SELECT count(*) FROM idempotency_keys")?,
+            count_labels: client.prepare("SELECT count(*) FROM labels")?,
+            labels: client.prepare(&format!(
+                "SELECT {LABEL_COLUMNS} FROM labels ORDER BY label_seq"
+            ))?,
+        })
+    }
+}
+
+/// One open connection with its prepared statements.
+struct Conn {
+    client: Client,
+    st: Statements,
+}
+
+struct PoolState {
+    idle: Vec<Conn>,
+    /// Connections open right now, idle or handed out; never above `pool_size`.
+    open: u32,
+}
+
+struct PoolInner {
+    config: postgres::Config,
+    options: PgOptions,
+    /// The redacted URL and schema, for every message.
+    location: String,
+    state: Mutex<PoolState>,
+    freed: Condvar,
+}
+
+/// A small connection pool: at most `pool_size` connections, each handed out as a
+/// [`PostgresStore`] that gives its connection back when dropped. Cloning shares the pool.
+#[derive(Clone)]
+pub struct PgPool {
+    inner: Arc<PoolInner>,
+}
+
+impl std::fmt::Debug for PgPool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.inner.location)
+    }
+}
+
+impl PgPool {
+    /// Connects to `url`, creates or migrates the schema named in `options`, and keeps that first
+    /// connection for the pool. Fails early, with a message that names the server (password
+    /// redacted) and says what to check, if the server cannot be reached or refuses us.
+    pub fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
+        let location = format!("{} (schema {})", redact_url(url), options.schema);
+        let fail = |message: String| StoreError::Open {
+            location: location.clone(),
+            message,
+        };
+        check_schema_name(&options.schema).map_err(&fail)?;
+        if options.pool_size == 0 || options.pool_size > MAX_POOL_SIZE {
+            return Err(fail(format!(
+                "a pool of {} connections is not allowed: use 1 to {MAX_POOL_SIZE}",
+                options.pool_size
+            )));
+        }
+        let mut config: postgres::Config = url.parse().map_err(|e: postgres::Error| {
+            fail(format!(
+                "not a PostgreSQL URL ({}); expected postgres://USER[:PASSWORD]@HOST[:PORT]/DATABASE",
+                pg_message(&e)
+            ))
+        })?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(options.connect_timeout);
+        }
+        if config.get_application_name().is_none() {
+            config.application_name("idemcalc");
+        }
+        let inner = Arc::new(PoolInner {
+            config,
+            options: options.clone(),
+            location,
+            state: Mutex::new(PoolState {
+                idle: Vec::new(),
+                open: 1,
+            }),
+            freed: Condvar::new(),
+        });
+        let conn = match inner.first_connection() {
+            Ok(c) => c,
+            Err(e) => {
+                inner.lock().open = 0;
+                return Err(e);
+            }
+        };
+        inner.lock().idle.push(conn);
+        Ok(Self { inner })
+    }
+
+    /// A store on one of the pool's connections, opening one if fewer than `pool_size` are open,
+    /// else waiting up to `checkout_timeout` for one to come back.
+    pub fn get(&self) -> Result<PostgresStore, StoreError> {
+        let conn = self.inner.checkout()?;
+        Ok(PostgresStore {
+            conn: Some(conn),
+            pool: self.inner.clone(),
+        })
+    }
+
+    /// The redacted URL and schema.
+    pub fn describe(&self) -> String {
+        self.inner.location.clone()
+    }
+
+    pub fn schema(&self) -> &str {
+        &self.inner.options.schema
+    }
+
+    pub fn size(&self) -> u32 {
+        self.inner.options.pool_size
+    }
+
+    /// Connections open right now (idle or handed out).
+    pub fn open_connections(&self) -> u32 {
+        self.inner.lock().open
+    }
+
+    /// Closes the connections nobody is using. A session's statistics (`pg_stat_user_tables`)
+    /// are flushed when it ends, so measurements call this before reading them; the pool opens
+    /// new connections on demand afterwards.
+    pub fn close_idle(&self) {
+        let idle: Vec<Conn> = {
+            let mut state = self.inner.lock();
+            let idle: Vec<Conn> = state.idle.drain(..).collect();
+            state.open -= idle.len() as u32;
+            idle
+        };
+        drop(idle);
+        self.inner.freed.notify_all();
+    }
+
+    /// Drops the pool's schema with everything in it, for scratch schemas (tests, scenario runs)
+    /// only. Waits at most 10 s for other sessions' locks rather than hang behind a stuck one.
+    /// The idle connections are closed: their prepared statements name the dropped tables.
+    pub fn drop_schema(&self) -> Result<(), StoreError> {
+        let mut store = self.get()?;
+        let schema = quote_ident(self.schema());
+        let dropped = store.client()?.batch_execute(&format!(
+            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE; RESET lock_timeout;"
+        ));
+        let used = store.conn.take();
+        drop(store);
+        let mut state = self.inner.lock();
+        let closed = state.idle.len() as u32 + u32::from(used.is_some());
+        state.idle.clear();
+        state.open -= closed;
+        drop(state);
+        self.inner.freed.notify_all();
+        dropped.map_err(|e| self.inner.pg_err(e))
+    }
+}
+
+impl PoolInner {
+    fn lock(&self) -> MutexGuard<'_, PoolState> {
+        // A panic while holding this lock cannot leave the counts half-updated (each update is a
+        // single statement), so a poisoned lock is still usable.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn open_err(&self, message: String) -> StoreError {
+        StoreError::Open {
+            location: self.location.clone(),
+            message,
+        }
+    }
+
+    fn pg_err(&self, e: postgres::Error) -> StoreError {
+        StoreError::Postgres {
+            location: self.location.clone(),
+            error: e,
+        }
+    }
+
+    /// The first connection: it also creates or migrates the schema, before any statement is
+    /// prepared against the tables.
+    fn first_connection(&self) -> Result<Conn, StoreError> {
+        let mut client = self.raw_connect()?;
+        self.migrate(&mut client)?;
+        self.setup(client)
+    }
+
+    fn raw_connect(&self) -> Result<Client, StoreError> {
+        self.config
+            .connect(NoTls)
+            .map_err(|e| self.open_err(explain_connect(&e, &self.config)))
+    }
+
+    /// Per-connection settings and prepared statements.
+    fn setup(&self, mut client: Client) -> Result<Conn, StoreError> {
+        let sync = match self.options.synchronous {
+            Synchronous::Off => "off",
+            Synchronous::Normal | Synchronous::Full => "on",
+        };
+        client
+            .batch_execute(&format!(
+                "SET search_path TO {}; SET synchronous_commit TO {sync};",
+                quote_ident(&self.options.schema)
+            ))
+            .map_err(|e| self.pg_err(e))?;
+        let st = Statements::prepare(&mut client).map_err(|e| {
+            let text = pg_message(&e);
+            self.open_err(format!(
+                "the schema's tables do not have the expected shape ({text}); was schema `{}` created by another program? Name another with ?schema=NAME",
+                self.options.schema
+            ))
+        })?;
+        Ok(Conn { client, st })
+    }
+
+    /// Creates the schema and applies every missing version, under a transaction-scoped advisory
+    /// lock so two processes opening a new schema at once do not race on the catalog (`CREATE …
+    /// IF NOT EXISTS` alone is not safe against a concurrent identical create).
+    fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
+        let schema = quote_ident(&self.options.schema);
+        let mut tx = client.transaction().map_err(|e| self.pg_err(e))?;
+        tx.execute(
+            "SELECT pg_advisory_xact_lock($1)",
+            &[&migration_lock_key(&self.options.schema)],
+        )
+        .map_err(|e| self.pg_err(e))?;
+        tx.batch_execute(&format!(
+            "CREATE SCHEMA IF NOT EXISTS {schema};
+             CREATE TABLE IF NOT EXISTS {schema}.schema_version (version int4 NOT NULL PRIMARY KEY);"
+        ))
+        .map_err(|e| {
+            let text = pg_message(&e);
+            self.open_err(format!(
+                "cannot create schema `{}` ({text}); the user needs CREATE on the database, or an administrator can create the schema and grant it",
+                self.options.schema
+            ))
+        })?;
+        let version: i32 = tx
+            .query_one(
+                &format!("SELECT COALESCE(MAX(version), 0) FROM {schema}.schema_version"),
+                &[],
+            )
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| self.pg_err(e))?;
+        if version > SCHEMA_VERSION {
+            return Err(self.open_err(format!(
+                "the schema has version {version}, newer than this idemcalc understands ({SCHEMA_VERSION}); use a newer idemcalc or another schema (?schema=NAME)"
+            )));
+        }
+        let migrations: [&str; 1] = [SCHEMA_V1];
+        for (i, ddl) in migrations.iter().enumerate() {
+            let v = i as i32 + 1;
+            if v <= version {
+                continue;
+            }
+            tx.batch_execute(&ddl.replace("{s}", &schema))
+                .map_err(|e| {
+                    if e.code() == Some(&SqlState::DUPLICATE_TABLE)
+                        || e.code() == Some(&SqlState::DUPLICATE_OBJECT)
+                    {
+                        self.open_err(format!(
+                            "schema `{}` already holds tables idemcalc did not create ({}); name another schema with ?schema=NAME",
+                            self.options.schema,
+                            pg_message(&e)
+                        ))
+                    } else {
+                        self.pg_err(e)
+                    }
+                })?;
+            tx.execute(
+                &format!("INSERT INTO {schema}.schema_version (version) VALUES ($1)"),
+                &[&v],
+            )
+            .map_err(|e| self.pg_err(e))?;
+        }
+        tx.commit().map_err(|e| self.pg_err(e))
+    }
+
+    fn checkout(&self) -> Result<Conn, StoreError> {
+        let deadline = Instant::now() + self.options.checkout_timeout;
+        let mut state = self.lock();
+        loop {
+            while let Some(conn) = state.idle.pop() {
+                if !conn.client.is_closed() {
+                    return Ok(conn);
+                }
+                // Its server process is gone (terminated, restarted): forget it.
+                state.open -= 1;
+            }
+            if state.open < self.options.pool_size {
+                state.open += 1;
+                drop(state);
+                let conn = self.raw_connect().and_then(|c| self.setup(c));
+                if conn.is_err() {
+                    self.lock().open -= 1;
+                    self.freed.notify_one();
+                }
+                return conn;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(self.open_err(format!(
+                    "all {} connections of the pool stayed in use for {:?}; raise --pool or use fewer workers",
+                    self.options.pool_size, self.options.checkout_timeout
+                )));
+            }
+            state = self
+                .freed
+                .wait_timeout(state, deadline - now)
+                .unwrap_or_else(|p| p.into_inner())
+                .0;
+        }
+    }
+
+    /// Closes a connection found dead (or no longer wanted) and frees its slot.
+    fn discard(&self, conn: Conn) {
+        drop(conn);
+        self.lock().open -= 1;
+        self.freed.notify_one();
+    }
+
+    fn checkin(&self, conn: Conn) {
+        let mut state = self.lock();
+        if conn.client.is_closed() {
+            state.open -= 1;
+        } else {
+            state.idle.push(conn);
+        }
+        drop(state);
+        self.freed.notify_one();
+    }
+}
+
+/// `"name"`: the schema name is already restricted by [`check_schema_name`]; quoting keeps it
+/// exact even so.
+fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
+/// A stable 64-bit key for the schema's migration lock (FNV-1a of a prefix and the name), so
+/// different schemas migrate independently.
+fn migration_lock_key(schema: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "idemcalc-migrate:".bytes().chain(schema.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// Turns a failed connection into a message that says what to check.
+fn explain_connect(e: &postgres::Error, config: &postgres::Config) -> String {
+    let host = match config.get_hosts().first() {
+        Some(postgres::config::Host::Tcp(h)) => h.clone(),
+        #[cfg(unix)]
+        Some(postgres::config::Host::Unix(p)) => p.display().to_string(),
+        None => "localhost".to_string(),
+    };
+    let port = config.get_ports().first().copied().unwrap_or(5432);
+    let user = config.get_user().unwrap_or("(the OS user)");
+    let dbname = config.get_dbname().unwrap_or(user);
+    if let Some(db) = e.as_db_error() {
+        let code = db.code();
+        return if *code == SqlState::INVALID_PASSWORD {
+            format!(
+                "password authentication failed for user `{user}`: check the user and password in the URL ({})",
+                db.message()
+            )
+        } else if *code == SqlState::INVALID_AUTHORIZATION_SPECIFICATION {
+            format!(
+                "the server refused user `{user}` ({}): check the user name, and that pg_hba.conf lets it in from this host",
+                db.message()
+            )
+        } else if *code == SqlState::INVALID_CATALOG_NAME {
+            format!(
+                "database `{dbname}` does not exist on {host}:{port}: create it (createdb -h {host} -p {port} -U {user} {dbname}) or name an existing one in the URL"
+            )
+        } else if *code == SqlState::TOO_MANY_CONNECTIONS {
+            format!(
+                "the server has no free connection slots ({}): lower --pool or raise max_connections",
+                db.message()
+            )
+        } else {
+            format!("the server refused the connection: {}", pg_message(e))
+        };
+    }
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        if let Some(io) = s.downcast_ref::<std::io::Error>() {
+            return match io.kind() {
+                std::io::ErrorKind::ConnectionRefused => format!(
+                    "connection refused by {host}:{port}: is PostgreSQL running there and listening on TCP? (e.g. pg_ctlcluster <version> main start), or fix the host and port in the URL"
+                ),
+                std::io::ErrorKind::TimedOut => format!(
+                    "no answer from {host}:{port} within the connect timeout: check the host, port and any firewall"
+                ),
+                _ => format!("cannot reach {host}:{port}: {io}"),
+            };
+        }
+        source = s.source();
+    }
+    let text = pg_message(e);
+    if text.contains("password missing") {
+        format!(
+            "the server asks user `{user}` for a password and the URL has none: use postgres://{user}:PASSWORD@{host}:{port}/{dbname}"
+        )
+    } else if text.contains("timeout") {
+        format!("no answer from {host}:{port} within the connect timeout ({text})")
+    } else {
+        format!("cannot connect to {host}:{port}: {text}")
+    }
+}
+
+fn to_time(ms: Millis) -> SystemTime {
+    if ms >= 0 {
+        UNIX_EPOCH + Duration::from_millis(ms as u64)
+    } else {
+        UNIX_EPOCH - Duration::from_millis(ms.unsigned_abs())
+    }
+}
+
+fn to_millis(t: SystemTime) -> Millis {
+    match t.duration_since(UNIX_EPOCH) {
+        Ok(d) => d.as_millis() as Millis,
+        Err(before) => -(before.duration().as_millis() as Millis),
+    }
+}
+
+fn key_row(r: &Row) -> Result<KeyRow, StoreError> {
+    let corrupt = |e: postgres::Error| StoreError::Corrupt(format!("idempotency_keys row: {e}"));
+    let status: Option<i32> = r.try_get(4).map_err(corrupt)?;
+    let response_status = status
+        .map(|s| {
+            u16::try_from(s).map_err(|_| {
+                StoreError::Corrupt(format!("response_status {s} is not an HTTP status"))
+            })
+        })
+        .transpose()?;
+    let state: String = r.try_get(1).map_err(corrupt)?;
+    Ok(KeyRow {
+        request_hash: r.try_get(0).map_err(corrupt)?,
+        state: KeyState::parse(&state)?,
+        locked_until_ms: r
+            .try_get::<_, Option<SystemTime>>(2)
+            .map_err(corrupt)?
+            .map(to_millis),
+        lease_token: r
+            .try_get::<_, Option<Uuid>>(3)
+            .map_err(corrupt)?
+            .map(|u| *u.as_bytes()),
+        response_status,
+        response_body: r.try_get(5).map_err(corrupt)?,
+        created_at_ms: to_millis(r.try_get(6).map_err(corrupt)?),
+        expires_at_ms: to_millis(r.try_get(7).map_err(corrupt)?),
+    })
+}
+
+fn label_row(r: &Row) -> Result<LabelRow, StoreError> {
+    let corrupt = |e: postgres::Error| StoreError::Corrupt(format!("labels row: {e}"));
+    Ok(LabelRow {
+        label_id: r.try_get(0).map_err(corrupt)?,
+        order_id: r.try_get(1).map_err(corrupt)?,
+        parcel_no: r.try_get(2).map_err(corrupt)?,
+        label_version: r.try_get(3).map_err(corrupt)?,
+        tracking_no: r.try_get(4).map_err(corrupt)?,
+        cost_cents: r.try_get(5).map_err(corrupt)?,
+        created_by_key: r.try_get(6).map_err(corrupt)?,
+    })
+}
+
+fn count(r: &Row) -> Result<u64, StoreError> {
+    r.try_get::<_, i64>(0)
+        .map(|n| n.max(0) as u64)
+        .map_err(|e| StoreError::Corrupt(format!("count: {e}")))
+}
+
+/// One connection of a [`PgPool`], as a [`Store`]. Given back to the pool when dropped.
+///
+/// A connection can die while idle (a server restart, `pg_terminate_backend`), and the client
+/// learns it only from its next statement. Statements that are safe to repeat (`BEGIN`, reads)
+/// are then retried once on a fresh connection; a statement that may have done its work (a
+/// commit, the sweeper's `DELETE`) reports the error, and the next call reconnects.
+pub struct PostgresStore {
+    conn: Option<Conn>,
+    pool: Arc<PoolInner>,
+}
+
+/// The server closed this session or the socket is gone: a new connection is the only way on.
+fn connection_lost(e: &postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    match e.code() {
+        Some(code) => {
+            let c = code.code();
+            // 57P01 admin_shutdown (pg_terminate_backend), 57P02 crash_shutdown, 57P03
+            // cannot_connect_now; class 08 is "connection exception".
+            c == "57P01" || c == "57P02" || c == "57P03" || c.starts_with("08")
+        }
+        // No SQLSTATE: lost only if the cause is an I/O failure on the socket.
+        None => {
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                if s.is::<std::io::Error>() {
+                    return true;
+                }
+                source = s.source();
+            }
+            false
+        }
+    }
+}
+
+impl PostgresStore {
+    /// A single connection: a pool of one, for callers that need no more.
+    pub fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
+        PgPool::connect(url, options)?.get()
+    }
+
+    fn err(&self, e: postgres::Error) -> StoreError {
+        self.pool.pg_err(e)
+    }
+
+    /// The live connection, replacing one already known to be closed.
+    fn conn(&mut self) -> Result<&mut Conn, StoreError> {
+        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
+            if let Some(dead) = self.conn.take() {
+                self.pool.discard(dead);
+            }
+            self.conn = Some(self.pool.checkout()?);
+        }
+        self.conn
+            .as_mut()
+            .ok_or_else(|| StoreError::Corrupt("no connection".into()))
+    }
+
+    /// Runs `f`, which must be safe to repeat, once more on a fresh connection if the first
+    /// found the connection dead.
+    fn retrying<T>(
+        &mut self,
+        f: impl Fn(&mut Conn) -> Result<T, postgres::Error>,
+    ) -> Result<T, StoreError> {
+        match f(self.conn()?) {
+            Err(e) if connection_lost(&e) => {
+                if let Some(dead) = self.conn.take() {
+                    self.pool.discard(dead);
+                }
+                f(self.conn()?).map_err(|e| self.err(e))
+            }
+            other => other.map_err(|e| self.err(e)),
+        }
+    }
+
+    /// The server process id of this store's connection, e.g. for `pg_terminate_backend`.
+    pub fn backend_pid(&mut self) -> Result<i32, StoreError> {
+        self.retrying(|c| {
+            c.client
+                .query_one("SELECT pg_backend_pid()", &[])?
+                .try_get(0)
+        })
+    }
+
+    /// The underlying client, for measurements and tests that need SQL the [`Store`] trait does
+    /// not offer (statistics views, `VACUUM`). Its `search_path` is the store's schema.
+    pub fn client(&mut self) -> Result<&mut Client, StoreError> {
+        Ok(&mut self.conn()?.client)
+    }
+
+    pub fn schema(&self) -> &str {
+        &self.pool.options.schema
+    }
+
+    /// Runs amcheck's `bt_index_check` (with `heapallindexed`) on the store's four indexes if the
+    /// `amcheck` extension is installed in the database; `None` when it is not (the store never
+    /// installs an extension itself: extensions are database-wide, and the store touches only its
+    /// schema).
+    fn amcheck(&mut self) -> Result<Option<bool>, StoreError> {
+        let ns: Option<String> = self.retrying(|c| {
+            c.client
+                .query_opt(
+                    "SELECT n.nspname FROM pg_extension e
+                       JOIN pg_namespace n ON n.oid = e.extnamespace
+                      WHERE e.extname = 'amcheck'",
+                    &[],
+                )?
+                .map(|r| r.try_get(0))
+                .transpose()
+        })?;
+        let Some(ns) = ns else { return Ok(None) };
+        let sql = format!(
+            "SELECT {}.bt_index_check(i.indexrelid, true) FROM pg_index i
+              WHERE i.indrelid IN ('idempotency_keys'::regclass, 'labels'::regclass)",
+            quote_ident(&ns)
+        );
+        match self.retrying(|c| c.client.execute(sql.as_str(), &[])) {
+            Ok(_) => Ok(Some(true)),
+            Err(StoreError::Postgres { error, location }) => match error.code() {
+                Some(c) if *c == SqlState::INDEX_CORRUPTED || *c == SqlState::DATA_CORRUPTED => {
+                    Ok(Some(false))
+                }
+                // Installed but not ours to call (amcheck is superuser-only unless granted).
+                Some(c) if *c == SqlState::INSUFFICIENT_PRIVILEGE => Ok(None),
+                _ => Err(StoreError::Postgres { error, location }),
+            },
+            Err(other) => Err(other),
+        }
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        if let Some(conn) = self.conn.take() {
+            self.pool.checkin(conn);
+        }
+    }
+}
+
+/// A transaction on one connection: `BEGIN` was sent by [`Store::begin`]; `COMMIT` by
+/// [`Tx::commit`]; dropping it unfinished sends `ROLLBACK`, as a crash would make the server do.
+/// (Written by hand rather than with `postgres::Transaction` so that `begin` can retry a `BEGIN`
+/// that found the connection dead.)
+struct PgTx<'c> {
+    conn: &'c mut Conn,
+    pool: &'c PoolInner,
+    finished: bool,
+}
+
+impl PgTx<'_> {
+    fn err(&self, e: postgres::Error) -> StoreError {
+        self.pool.pg_err(e)
+    }
+}
+
+impl Drop for PgTx<'_> {
+    fn drop(&mut self) {
+        if !self.finished {
+            // On a dead connection this fails, and the server has rolled back already.
+            let _ = self.conn.client.batch_execute("ROLLBACK");
+        }
+    }
+}
+
+impl Tx for PgTx<'_> {
+    fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        let n = client
+            .execute(
+                &st.insert_key,
+                &[
+                    &k.caller_id,
+                    &k.idem_key,
+                    &&k.request_hash[..],
+                    &to_time(k.locked_until_ms),
+                    &Uuid::from_bytes(*k.lease_token),
+                    &to_time(k.now_ms),
+                    &to_time(k.expires_at_ms),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        let row = client
+            .query_opt(&st.lock_key, &[&caller_id, &idem_key])
+            .map_err(|e| self.err(e))?;
+        row.as_ref().map(key_row).transpose()
+    }
+
+    fn take_over(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<(), StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        client
+            .execute(
+                &st.take_over,
+                &[
+                    &caller_id,
+                    &idem_key,
+                    &to_time(locked_until_ms),
+                    &Uuid::from_bytes(*lease_token),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn release_lease(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        let n = client
+            .execute(
+                &st.release_lease,
+                &[
+                    &caller_id,
+                    &idem_key,
+                    &to_time(locked_until_ms),
+                    &Uuid::from_bytes(*lease_token),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        let n = client
+            .execute(
+                &st.complete_key,
+                &[
+                    &d.caller_id,
+                    &d.idem_key,
+                    &i32::from(d.response_status),
+                    &d.response_body,
+                    &to_time(d.expires_at_ms),
+                    &Uuid::from_bytes(*d.lease_token),
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(n == 1)
+    }
+
+    fn set_response_body(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        client
+            .execute(
+                &st.set_response_body,
+                &[&caller_id, &idem_key, &response_body],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn insert_label(&mut self, l: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        let n = client
+            .execute(
+                &st.insert_label,
+                &[
+                    &l.label_id,
+                    &l.order_id,
+                    &l.parcel_no,
+                    &l.label_version,
+                    &l.tracking_no,
+                    &l.cost_cents,
+                    &l.created_by_key,
+                ],
+            )
+            .map_err(|e| self.err(e))?;
+        if n == 1 {
+            return Ok(None);
+        }
+        // READ COMMITTED: this statement sees the row whose commit made the insert conflict.
+        let Conn { client, st } = &mut *self.conn;
+        let row = client
+            .query_one(
+                &st.select_label,
+                &[&l.order_id, &l.parcel_no, &l.label_version],
+            )
+            .map_err(|e| self.err(e))?;
+        label_row(&row).map(Some)
+    }
+
+    fn delete_key(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        let Conn { client, st } = &mut *self.conn;
+        client
+            .execute(
+                &st.delete_key,
+                &[&caller_id, &idem_key, &Uuid::from_bytes(*lease_token)],
+            )
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
+        // Whatever COMMIT answers, the transaction is over: no ROLLBACK on drop.
+        self.finished = true;
+        self.conn
+            .client
+            .batch_execute("COMMIT")
+            .map_err(|e| self.err(e))
+    }
+}
+
+impl Store for PostgresStore {
+    fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        // Retrying BEGIN is safe: nothing has run in the transaction yet.
+        self.retrying(|c| c.client.batch_execute("BEGIN"))?;
+        let pool: &PoolInner = &self.pool;
+        let conn = self
+            .conn
+            .as_mut()
+            .ok_or_else(|| StoreError::Corrupt("no connection".into()))?;
+        Ok(Box::new(PgTx {
+            conn,
+            pool,
+            finished: false,
+        }))
+    }
+
+    fn sweep_batch(
+        &mut self,
+        now_ms: Millis,
+        batch: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        // One statement outside an explicit transaction is its own short transaction. Not
+        // retried: a DELETE whose answer was lost may have committed.
+        let conn = self.conn()?;
+        let rows = conn
+            .client
+            .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)]);
+        let rows = rows.map_err(|e| self.err(e))?;
+        rows.iter()
+            .map(|r| {
+                Ok((
+                    r.try_get(0).map_err(|e| self.err(e))?,
+                    r.try_get(1).map_err(|e| self.err(e))?,
+                ))
+            })
+            .collect()
+    }
+
+    fn count_keys(&mut self) -> Result<u64, StoreError> {
+        let row = self.retrying(|c| c.client.query_one(&c.st.count_keys, &[]))?;
+        count(&row)
+    }
+
+    fn labels(&mut self) -> Result<Vec<LabelRow>, StoreError> {
+        let rows = self.retrying(|c| c.client.query(&c.st.labels, &[]))?;
+        rows.iter().map(label_row).collect()
+    }
+
+    fn count_labels(&mut self) -> Result<u64, StoreError> {
+        let row = self.retrying(|c| c.client.query_one(&c.st.count_labels, &[]))?;
+        count(&row)
+    }
+
+    /// Sizes of the relation files: heap with its TOAST table, free-space and visibility maps,
+    /// and each index. The primary-key index is counted with the table, as SQLite's
+    /// WITHOUT ROWID table is its primary-key b-tree.
+    fn bytes(&mut self) -> Result<StoreBytes, StoreError> {
+        let row = self.retrying(|c| {
+            c.client.query_one(
+                "SELECT pg_table_size('idempotency_keys'::regclass)
+                        + pg_relation_size('idempotency_keys_pkey'::regclass),
+                        pg_relation_size('idempotency_keys_expires_at'::regclass),
+                        pg_total_relation_size('labels'::regclass)",
+                &[],
+            )
+        })?;
+        let get = |i: usize| -> Result<u64, StoreError> {
+            row.try_get::<_, i64>(i)
+                .map(|n| n.max(0) as u64)
+                .map_err(|e| StoreError::Corrupt(format!("relation size: {e}")))
+        };
+        Ok(StoreBytes {
+            keys_table_bytes: get(0)?,
+            keys_index_bytes: get(1)?,
+            labels_bytes: get(2)?,
+        })
+    }
+
+    /// `integrity_ok` is amcheck's verdict on the four indexes when the extension is installed
+    /// (and callable); otherwise PostgreSQL has no `PRAGMA integrity_check`, and it means that
+    /// the invariant queries below ran.
+    fn invariants(&mut self) -> Result<Invariants, StoreError> {
+        let integrity_ok = self.amcheck()?.unwrap_or(true);
+        let row = self.retrying(|c| {
+            c.client.query_one(
+                "SELECT
+                   (SELECT count(*) FROM idempotency_keys k
+                     WHERE k.state = 'completed' AND k.response_status = 201
+                       AND NOT EXISTS (SELECT 1 FROM labels l
+                                        WHERE l.label_id = (k.response_body::jsonb ->> 'label_id'))),
+                   (SELECT COALESCE(MAX(n), 0) FROM (SELECT count(*) AS n FROM labels
+                      GROUP BY order_id, parcel_no, label_version) AS per_parcel)",
+                &[],
+            )
+        })?;
+        let get = |i: usize| -> Result<u64, StoreError> {
+            row.try_get::<_, i64>(i)
+                .map(|n| n.max(0) as u64)
+                .map_err(|e| StoreError::Corrupt(format!("invariants: {e}")))
+        };
+        Ok(Invariants {
+            integrity_ok,
+            completed_without_label: get(0)?,
+            max_labels_per_parcel: get(1)?,
+        })
+    }
+
+    fn describe(&self) -> String {
+        self.pool.location.clone()
+    }
+
+    fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let row = self.retrying(|c| c.client.query_opt(&c.st.get_key, &[&caller_id, &idem_key]))?;
+        row.as_ref().map(key_row).transpose()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn passwords_never_reach_a_message() {
+        assert_eq!(
+            redact_url("postgres://alice:s3cret@db.example:5433/prod?sslmode=disable"),
+            "postgres://alice:***@db.example:5433/prod?sslmode=disable"
+        );
+        assert_eq!(
+            redact_url("postgresql://bob@127.0.0.1/test?password=hunter2&schema=x"),
+            "postgresql://bob@127.0.0.1/test?password=***&schema=x"
+        );
+        assert_eq!(
+            redact_url("postgres://postgres@127.0.0.1:5432/test"),
+            "postgres://postgres@127.0.0.1:5432/test"
+        );
+        // A password holding '@' or '/' still disappears whole.
+        assert_eq!(
+            redact_url("postgres://u:p@ss@h/db"),
+            "postgres://u:***@h/db"
+        );
+        assert_eq!(
+            redact_url("postgres://u:p/ss@h/db"),
+            "postgres://u:***@h/db"
+        );
+    }
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        assert!(check_schema_name("idemcalc").is_ok());
+        assert!(check_schema_name("t_0123abcd").is_ok());
+        for bad in [
+            "",
+            "1abc",
+            "Upper",
+            "a-b",
+            "a;drop",
+            "pg_x",
+            &"a".repeat(64),
+        ] {
+            assert!(check_schema_name(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn millis_round_trip_through_system_time() {
+        for ms in [0, 1, 1_767_225_600_050, -1_500] {
+            assert_eq!(to_millis(to_time(ms)), ms);
+        }
+    }
+}
