@@ -36,6 +36,16 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     // A timeline starts at virtual 2026-01-01 with an empty store: a PostgreSQL run without a
     // named schema gets a scratch one, as a SQLite run without --db gets a scratch file, so that
     // running it twice gives the same answers.
+    // Scratch stores have random paths and schema names; the report names them stably so the
+    // same scenario prints the same JSON.
+    let stable_name = match (&spec, &args.store, &args.db) {
+        (StoreSpec::Sqlite(_), None, None) => Some("sqlite (temporary file)".to_string()),
+        (StoreSpec::Postgres { url, schema: None }, _, _) => Some(format!(
+            "{} (scratch schema)",
+            crate::store::postgres::redact_url(url)
+        )),
+        _ => None,
+    };
     let (pool, scratch) = match spec {
         StoreSpec::Sqlite(path) => (
             StorePool::open(&path.display().to_string(), &OpenOptions::default())?,
@@ -65,7 +75,10 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     if let Some(pool) = scratch {
         pool.drop_schema()?;
     }
-    let report = result?;
+    let mut report = result?;
+    if let Some(name) = stable_name {
+        report.store = name;
+    }
     match args.format {
         Format::Table => print!("{}", timeline::render_table(&report)),
         Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),

@@ -3,12 +3,15 @@ use crate::carrier::Latency;
 use crate::duration::{self, clap_parse};
 use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
 use crate::sim::replay::{self, KeyPolicy, Progress, SimConfig, SimReport};
-use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, Synchronous};
+use crate::store::{
+    PgOptions, PgPool, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous,
+};
 use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
 use anyhow::{Context, bail};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::io::IsTerminal;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -109,8 +112,13 @@ pub struct SimulateArgs {
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Keep the SQLite store in this file (replicates and sweep points get a suffix).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "store")]
     pub db: Option<PathBuf>,
+    /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`
+    /// (default: temporary SQLite files). Each replicate and sweep point gets its own file or
+    /// schema; PostgreSQL runs without `?schema=NAME` use scratch schemas dropped afterwards.
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -208,27 +216,105 @@ impl SimulateArgs {
 /// Set by the Ctrl-C handler; every running replicate stops at its next event.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
 
-/// Opens the store for replicate `i` of sweep point `point`.
-fn open_store(
-    db: Option<&Path>,
-    tmp: &Path,
-    point: usize,
-    i: u32,
-) -> Result<Box<dyn Store>, StoreError> {
-    let name = match (point, i) {
-        (0, 0) => String::new(),
-        (p, i) => format!(".p{p}.r{i}"),
-    };
-    let path = match db {
-        Some(p) => PathBuf::from(format!("{}{name}", p.display())),
-        None => tmp.join(format!("store{name}.sqlite")),
-    };
-    let options = SqliteOptions {
-        // The simulator measures sizes and counts, not durability.
-        synchronous: Synchronous::Off,
-        ..SqliteOptions::default()
-    };
-    Ok(Box::new(SqliteStore::open(&path, &options)?))
+/// Where each replicate of each sweep point keeps its records: an empty store of its own.
+struct SimStores {
+    spec: StoreSpec,
+    /// Holds the scratch SQLite files until the run ends.
+    _tmp: Option<tempfile::TempDir>,
+    /// A name for reports that does not change between runs (no temporary paths).
+    name: String,
+    /// Scratch PostgreSQL schemas to drop at the end.
+    scratch: Mutex<Vec<PgPool>>,
+}
+
+impl SimStores {
+    fn new(args: &SimulateArgs) -> anyhow::Result<Self> {
+        let (spec, tmp, name) = match (&args.store, &args.db) {
+            (Some(spec), _) => {
+                let spec = StoreSpec::parse(spec)?;
+                let name = match &spec {
+                    StoreSpec::Postgres { schema: None, .. } => {
+                        format!("{} (scratch schemas)", spec.describe())
+                    }
+                    _ => spec.describe(),
+                };
+                (spec, None, name)
+            }
+            (None, Some(path)) => (
+                StoreSpec::Sqlite(path.clone()),
+                None,
+                format!("sqlite:{}", path.display()),
+            ),
+            (None, None) => {
+                let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+                let spec = StoreSpec::Sqlite(tmp.path().join("store.sqlite"));
+                (spec, Some(tmp), "sqlite (temporary file)".to_string())
+            }
+        };
+        Ok(Self {
+            spec,
+            _tmp: tmp,
+            name,
+            scratch: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// The store for replicate `i` of sweep point `point`; the first keeps the name given.
+    fn open(&self, point: usize, i: u32) -> Result<Box<dyn Store>, StoreError> {
+        let suffix = match (point, i) {
+            (0, 0) => String::new(),
+            (p, i) => format!("_p{p}_r{i}"),
+        };
+        match &self.spec {
+            StoreSpec::Sqlite(path) => {
+                let path = PathBuf::from(format!("{}{suffix}", path.display()));
+                let options = SqliteOptions {
+                    // The simulator measures sizes and counts, not durability.
+                    synchronous: Synchronous::Off,
+                    ..SqliteOptions::default()
+                };
+                Ok(Box::new(SqliteStore::open(&path, &options)?))
+            }
+            StoreSpec::Postgres { url, schema } => {
+                let scratch = schema.is_none();
+                let schema = match schema {
+                    Some(s) => format!("{s}{suffix}"),
+                    None => format!(
+                        "idemcalc_sim_{}_p{point}_r{i}",
+                        &uuid::Uuid::new_v4().simple().to_string()[..12]
+                    ),
+                };
+                let options = PgOptions {
+                    schema,
+                    pool_size: 1,
+                    synchronous: Synchronous::Off,
+                    ..PgOptions::default()
+                };
+                let pool = PgPool::connect(url, &options)?;
+                let store = pool.get()?;
+                if scratch {
+                    self.scratch
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(pool);
+                }
+                Ok(Box::new(store))
+            }
+        }
+    }
+
+    fn drop_scratch(&self) -> anyhow::Result<()> {
+        let pools: Vec<PgPool> = self
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for pool in pools {
+            pool.drop_schema()?;
+        }
+        Ok(())
+    }
 }
 
 /// Runs the simulation for every retention asked for, in parallel.
@@ -249,7 +335,7 @@ pub fn simulate_all(args: &SimulateArgs, quiet: bool) -> anyhow::Result<Vec<SimR
         bail!("--replicates: must be at least 1");
     }
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let stores = SimStores::new(args)?;
     let bar = if quiet || !std::io::stderr().is_terminal() {
         ProgressBar::hidden()
     } else {
@@ -270,24 +356,21 @@ pub fn simulate_all(args: &SimulateArgs, quiet: bool) -> anyhow::Result<Vec<SimR
         .par_iter()
         .enumerate()
         .map(|(point, cfg)| {
-            let open = |i: u32| open_store(args.db.as_deref(), tmp.path(), point, i);
-            let name = match &args.db {
-                Some(p) => format!("sqlite:{}", p.display()),
-                None => "sqlite (temporary file)".to_string(),
-            };
+            let open = |i: u32| stores.open(point, i);
             replay::simulate(
                 cfg,
                 &arrivals,
                 &dist,
                 args.replicates,
-                &name,
+                &stores.name,
                 &open,
                 &progress,
             )
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect::<Result<Vec<_>, _>>();
     bar.finish_and_clear();
-    Ok(reports)
+    stores.drop_scratch()?;
+    Ok(reports?)
 }
 
 pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {

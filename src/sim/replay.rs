@@ -778,6 +778,17 @@ pub fn run_once(
     progress: &Progress<'_>,
 ) -> Result<Tallies, SimError> {
     cfg.validate()?;
+    let mut store = store;
+    let existing = store.count_keys()?;
+    if existing > 0 {
+        return Err(invalid(
+            "--store",
+            format!(
+                "{} already holds {existing} records; a simulation needs an empty store (a new file or schema)",
+                store.describe()
+            ),
+        ));
+    }
     let seed = cfg
         .seed
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
