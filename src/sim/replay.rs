@@ -213,14 +213,14 @@ impl SimConfig {
             return Err(invalid("--retention", "must be longer than zero"));
         }
         if let Some(a) = self.arrival_s
-            && !(a > 0.0)
+            && (a.is_nan() || a <= 0.0)
         {
             return Err(invalid("--duration", "must be longer than zero"));
         }
         if self.max_attempts == 0 {
             return Err(invalid("--max-attempts", "must be at least 1"));
         }
-        if self.sweep_batch == 0 || !(self.sweep_period_s > 0.0) {
+        if self.sweep_batch == 0 || self.sweep_period_s.is_nan() || self.sweep_period_s <= 0.0 {
             return Err(invalid(
                 "--sweep-batch",
                 "the sweeper needs a batch and a period above zero",
@@ -787,7 +787,7 @@ pub fn run_once(
     let clock = VirtualClock::new();
     let carrier = Arc::new(
         Carrier::new(CarrierConfig {
-            seed: seed ^ 0xC0FF_EE,
+            seed: seed ^ 0x00C0_FFEE,
             ..cfg.carrier.clone()
         })
         .without_ledger(),
