@@ -313,3 +313,15 @@ fn simulate_writes_a_report_too() {
     assert!(html.contains("Decision figures"));
     assert!(html.contains("idemcalc simulate at 400"));
 }
+
+/// The example in scenarios/README.md is a valid scenario: documentation that compiles.
+#[test]
+fn the_readme_example_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/README.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.rfind("```toml\n").expect("a toml example") + "```toml\n".len();
+    let end = start + text[start..].find("```").unwrap();
+    let s = idemcalc::scenario::Scenario::parse(&path, &text[start..end]).unwrap();
+    assert_eq!(s.sim_configs().len(), 3);
+    assert!(s.budgets.is_some());
+}

@@ -581,17 +581,17 @@ pub fn keys_over_time(
         .fold(0.0, f64::max);
     let hours = |v: f64| format!("{}h", thousands(v));
     let count = |v: f64| human_count(v);
-    let step = if t_max > 72.0 {
-        12.0
-    } else if t_max > 24.0 {
-        6.0
-    } else {
-        2.0
-    };
+    // Hours in the steps a clock has: at most ten ticks.
+    let step = [1.0, 2.0, 3.0, 6.0, 12.0, 24.0, 48.0, 168.0]
+        .into_iter()
+        .find(|s| t_max / s <= 10.0)
+        .unwrap_or(720.0);
     let x_axis = Axis {
         lo: 0.0,
         hi: t_max.max(1.0),
-        ticks: nice_ticks(0.0, t_max, (t_max / step).ceil() as usize),
+        ticks: (0..=(t_max / step).floor() as usize)
+            .map(|i| i as f64 * step)
+            .collect(),
         fmt: &hours,
         desc: "Simulated time (hours)".into(),
     };
@@ -931,7 +931,7 @@ pub fn tradeoff(
                                 + Circle::new((0, 0), 9, OK.c().stroke_width(2))
                                 + Text::new(
                                     format!("cheapest {}", human_duration(r.retention_s)),
-                                    (-70, -26),
+                                    (-64, -40),
                                     font(11, OK)
                                 )
                         ))

@@ -399,7 +399,11 @@ fn control_values(values: &[f64], own: f64) -> Vec<f64> {
 /// The data the page's script needs: the model's formulas exactly as Rust evaluates them, the
 /// distribution, the starting inputs, and values to check its own formatting and arithmetic
 /// against at load.
-fn model_json(base: &ModelParams, dist: &RetryDelay) -> Result<String, HtmlError> {
+fn model_json(
+    base: &ModelParams,
+    dist: &RetryDelay,
+    sims: &[SimPoint],
+) -> Result<String, HtmlError> {
     let mut json = model::formulas_json();
     let controls: Vec<serde_json::Value> = CONTROLS
         .iter()
@@ -488,6 +492,20 @@ fn model_json(base: &ModelParams, dist: &RetryDelay) -> Result<String, HtmlError
         o.insert("controls".into(), serde_json::Value::Array(controls));
         o.insert("outputs".into(), serde_json::Value::Array(outputs));
         o.insert("fragment".into(), serde_json::to_value(fragment)?);
+        // Simulated runs at the page's starting inputs: still comparable while only the
+        // retention moves, since each sits at its own retention.
+        let sims: Vec<serde_json::Value> = sims
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "retention_s": p.retention_s,
+                    "store_bytes": [p.store.0, p.store.1, p.store.2],
+                    "duplicates_per_day": [p.duplicates.0, p.duplicates.1, p.duplicates.2],
+                    "total_cost_per_day": [p.cost.0, p.cost.1, p.cost.2],
+                })
+            })
+            .collect();
+        o.insert("sim_points".into(), serde_json::Value::Array(sims));
         o.insert("check_formats".into(), serde_json::Value::Array(checks));
         o.insert("check_figures".into(), serde_json::to_value(&figures)?);
         o.insert(
@@ -1237,7 +1255,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         page => minijinja::Value::from(minijinja::value::Serde(&page)),
         css => minijinja::Value::from_safe_string(CSS.to_string()),
         script => minijinja::Value::from_safe_string(SCRIPT.to_string()),
-        model_json => minijinja::Value::from_safe_string(model_json(&base, &dist)?),
+        model_json => minijinja::Value::from_safe_string(model_json(&base, &dist, &sim_points)?),
     })?;
     Ok(html)
 }
@@ -1276,7 +1294,7 @@ mod tests {
 
     #[test]
     fn embedded_json_cannot_close_the_script() {
-        let j = model_json(&model::SEED, &RetryDelay::seed()).unwrap();
+        let j = model_json(&model::SEED, &RetryDelay::seed(), &[]).unwrap();
         assert!(!j.contains("</"));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(

@@ -246,6 +246,10 @@
   var COLOURS = { line: "#2563eb", ok: "#16a34a", muted: "#6b7280", bad: "#dc2626", grid: "#e5e7eb", ink: "#1f2937" };
   function drawTradeoff(params) {
     var s = sweep(params);
+    // Simulated runs stay on the chart while only the retention differs from the run's inputs.
+    var simsComparable = Object.keys(M.base).every(function (k) {
+      return k === "retention_s" || k === "peak_rate_per_s" || params[k] === M.base[k];
+    });
     var W = 1000, H = 300;
     var svg = el("svg", { "class": "chart", role: "img", width: W, height: H, viewBox: "0 0 " + W + " " + H,
       "aria-label": "Retention trade-off: store size, duplicates and daily cost (recomputed)" });
@@ -263,7 +267,9 @@
     var tip = [];
     panels.forEach(function (p, pi) {
       var ox = pi * (W / 3), left = ox + 68, right = ox + W / 3 - 18, top = 30, bottom = H - 44;
-      var max = Math.max.apply(null, s.rows.map(function (r) { return r[p[2]]; }));
+      var values = s.rows.map(function (r) { return r[p[2]]; });
+      if (simsComparable) (M.sim_points || []).forEach(function (sp) { values.push(sp[p[2]][2]); });
+      var max = Math.max.apply(null, values);
       var yTop = niceTop(max);
       var X = function (v) { return left + (v - xlo) / (xhi - xlo) * (right - left); };
       var Y = function (v) { return bottom - v / yTop * (bottom - top); };
@@ -295,6 +301,15 @@
       var cx = X(Math.log10(params.retention_s));
       el("line", { x1: cx, x2: cx, y1: top, y2: bottom, stroke: COLOURS.muted, "stroke-dasharray": "5 4" }, svg);
       el("text", { x: cx + 4, y: top + 12, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, "now " + humanDuration(params.retention_s));
+      if (simsComparable) {
+        (M.sim_points || []).forEach(function (sp) {
+          var v = sp[p[2]], x = X(Math.log10(sp.retention_s));
+          el("line", { x1: x, x2: x, y1: Y(v[0]), y2: Y(v[2]), stroke: COLOURS.ink, "stroke-width": 2 }, svg);
+          var c = el("circle", { "class": "pt", cx: x, cy: Y(v[1]), r: 5, fill: COLOURS.ink, stroke: "#fff" }, svg);
+          c.setAttribute("data-tip", "simulated at " + humanDuration(sp.retention_s) + ": " + p[3](v[1]) +
+            " (95%: " + p[3](v[0]) + " – " + p[3](v[2]) + ")");
+        });
+      }
       s.rows.forEach(function (r, i) {
         var cheapest = pi === 2 && s.best && r.retention_s === s.best.retention_s;
         var c = el("circle", { "class": "pt", cx: X(xs[i]), cy: Y(r[p[2]]), r: cheapest ? 6 : 3,
@@ -302,7 +317,7 @@
         c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : ""));
         if (cheapest) {
           el("circle", { cx: X(xs[i]), cy: Y(r[p[2]]), r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
-          el("text", { x: X(xs[i]) - 70, y: Y(r[p[2]]) - 16, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ok }, svg, "cheapest " + humanDuration(r.retention_s));
+          el("text", { x: X(xs[i]) - 64, y: Y(r[p[2]]) - 28, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ok }, svg, "cheapest " + humanDuration(r.retention_s));
         }
       });
     });
