@@ -28,6 +28,12 @@ pub enum ScenarioError {
         #[source]
         source: std::io::Error,
     },
+    #[error("{}: cannot read the scenario directory: {source}", path.display())]
+    ReadDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
     #[error("{}{}: field `{field}`: {message}", path.display(), at(*line, *column))]
     Invalid {
         path: PathBuf,
@@ -50,14 +56,14 @@ impl ScenarioError {
     /// The dotted field the error is about (`traffic.timeout_fraction`), if any.
     pub fn field(&self) -> Option<&str> {
         match self {
-            ScenarioError::Read { .. } => None,
+            ScenarioError::Read { .. } | ScenarioError::ReadDir { .. } => None,
             ScenarioError::Invalid { field, .. } => Some(field),
         }
     }
 
     pub fn line(&self) -> Option<usize> {
         match self {
-            ScenarioError::Read { .. } => None,
+            ScenarioError::Read { .. } | ScenarioError::ReadDir { .. } => None,
             ScenarioError::Invalid { line, .. } => *line,
         }
     }
@@ -501,8 +507,23 @@ impl Scenario {
     fn validate(&self) -> Result<(), (String, String)> {
         let fail = |field: &str, message: String| Err((field.to_string(), message));
         let e = &self.engine;
-        if self.name.trim().is_empty() {
-            return fail("name", "must not be empty".into());
+        // The name becomes part of output file names (tables/<name>-series.csv), so it must not
+        // be able to climb out of the output directory.
+        let name_ok = !self.name.is_empty()
+            && !self.name.starts_with('.')
+            && self.name.len() <= 100
+            && self
+                .name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+        if !name_ok {
+            return fail(
+                "name",
+                format!(
+                    "{:?}: use up to 100 letters, digits, '-', '_' or '.', not starting with '.' (it names output files)",
+                    self.name
+                ),
+            );
         }
         if e.lease.is_zero() {
             return fail("engine.lease", "must be longer than zero".into());
@@ -845,7 +866,11 @@ impl TrafficSection {
 
 /// 1-based line and column of byte `offset` in `text`.
 fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let before = &text[..offset.min(text.len())];
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
     let line = before.matches('\n').count() + 1;
     let column = before
         .rfind('\n')
@@ -878,7 +903,10 @@ fn key_of(line: &str) -> Option<&str> {
 
 /// The dotted field at byte `offset`: the enclosing table plus the key of that line.
 fn field_at(text: &str, offset: usize) -> String {
-    let offset = offset.min(text.len());
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
     let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
     let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
     let line = &text[line_start..line_end];
@@ -1062,6 +1090,16 @@ mod tests {
             "name = \"t\"\n[budgets]\nmax_store_gb = 3\n[timeline]\nbody = {a = 1}\n[[timeline.request]]\nsent = \"0s\"\n",
         );
         assert_eq!((line, field.as_str()), (Some(2), "budgets"));
+    }
+
+    #[test]
+    fn names_cannot_leave_the_output_directory() {
+        for bad in ["../x", "a/b", ".hidden", "", "tab\there"] {
+            let text = format!("name = {bad:?}\n[traffic]\n");
+            let (line, field, shown) = err(&text);
+            assert_eq!((line, field.as_str()), (Some(1), "name"), "{shown}");
+        }
+        assert!(parse("name = \"ok-1.2_x\"\n[traffic]\n").is_ok());
     }
 
     #[test]

@@ -41,7 +41,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
                 eprintln!("error: {e}");
             }
             bail!(
-                "{} scenario file{} refused; nothing was run",
+                "nothing was run: {} problem{} with the scenarios above",
                 errors.len(),
                 if errors.len() == 1 { "" } else { "s" }
             );

@@ -19,6 +19,12 @@ pub struct ScenarioArgs {
 
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     let scenario = Scenario::load(&args.file)?;
+    if scenario.timeline.is_none() {
+        anyhow::bail!(
+            "{}: no [timeline] to run; a [traffic] scenario runs with `idemcalc report --scenarios DIR --out DIR`",
+            args.file.display()
+        );
+    }
     let tmp;
     let path = match &args.db {
         Some(p) => p.clone(),

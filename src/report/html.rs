@@ -513,8 +513,9 @@ fn model_json(
             serde_json::to_value(estimate.recommended_retention_s)?,
         );
     }
-    // `</script>` cannot appear inside the script element; `<\/` reads the same in JSON.
-    Ok(serde_json::to_string(&json)?.replace("</", "<\\/"))
+    // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside
+    // JSON strings, where `\u003c` reads the same.
+    Ok(serde_json::to_string(&json)?.replace('<', "\\u003c"))
 }
 
 fn sweep_rows(e: &model::Estimate) -> Vec<TradeoffRow> {
@@ -1295,7 +1296,7 @@ mod tests {
     #[test]
     fn embedded_json_cannot_close_the_script() {
         let j = model_json(&model::SEED, &RetryDelay::seed(), &[]).unwrap();
-        assert!(!j.contains("</"));
+        assert!(!j.contains('<'));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(
             v["formulas"].as_array().unwrap().len(),

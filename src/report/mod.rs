@@ -263,7 +263,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Loaded>, Vec<ScenarioError>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(e) => e,
         Err(source) => {
-            return Err(vec![ScenarioError::Read {
+            return Err(vec![ScenarioError::ReadDir {
                 path: dir.to_path_buf(),
                 source,
             }]);
