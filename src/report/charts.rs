@@ -986,7 +986,8 @@ pub fn bars(
         * 7
         + 14;
     let (x_lo, x_hi, ticks) = if log {
-        let hi = (max.max(10.0) * 4.0).log10().ceil();
+        // A decade and a half of room past the longest bar for its value label.
+        let hi = (max.max(10.0).log10() + 1.6).ceil();
         (0.0, hi, (0..=hi as i32).map(f64::from).collect::<Vec<_>>())
     } else {
         let top = nice_top(max * 1.12);
