@@ -9,6 +9,7 @@ pub mod duration;
 pub mod engine;
 pub mod format;
 pub mod model;
+pub mod report;
 pub mod scenario;
 pub mod sim;
 pub mod store;

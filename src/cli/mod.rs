@@ -5,6 +5,7 @@
 //! (a flag, a file, a store that cannot be opened).
 
 pub mod estimate;
+pub mod report;
 pub mod scenario;
 pub mod simulate;
 pub mod store;
@@ -27,6 +28,8 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Parsed once at startup, so the size of the largest variant does not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Run a scripted timeline (a scenario file's [timeline]) against the engine and show what
@@ -38,6 +41,10 @@ pub enum Command {
     /// Replay synthetic traffic against the real engine on a virtual clock and measure store
     /// size, bytes per record, late arrivals and duplicate labels beside the model's figures.
     Simulate(simulate::SimulateArgs),
+    /// Run a directory of scenarios and write the capacity report: index.html (one
+    /// self-contained page), summary.json, summary.md and the CSV/Parquet tables. Exits 1 when
+    /// a budget is broken, after writing everything.
+    Report(report::ReportArgs),
 }
 
 /// Exit code for bad input.
@@ -52,6 +59,7 @@ pub fn main() -> i32 {
         Command::Scenario(args) => scenario::run(args),
         Command::Estimate(args) => estimate::run(args).map(|()| 0),
         Command::Simulate(args) => simulate::run(args),
+        Command::Report(args) => report::run(args),
     };
     match result {
         Ok(code) => code,

@@ -24,6 +24,12 @@ pub struct ScenarioArgs {
 
 pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     let scenario = Scenario::load(&args.file)?;
+    if scenario.timeline.is_none() {
+        anyhow::bail!(
+            "{}: no [timeline] to run; a [traffic] scenario runs with `idemcalc report --scenarios DIR --out DIR`",
+            args.file.display()
+        );
+    }
     let tmp;
     let spec = match (&args.store, &args.db) {
         (Some(spec), _) => StoreSpec::parse(spec)?,

@@ -111,6 +111,9 @@ pub struct SimulateArgs {
     /// Write the time series and outcome tables (CSV and Parquet) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Also write the one-page HTML report of this run to this file.
+    #[arg(long, value_name = "FILE")]
+    pub report: Option<PathBuf>,
     /// Keep the SQLite store in this file (replicates and sweep points get a suffix).
     #[arg(long, conflicts_with = "store")]
     pub db: Option<PathBuf>,
@@ -385,6 +388,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             crate::tables::write_all(dir, &prefix, r)?;
         }
     }
+    if let Some(path) = &args.report {
+        write_report(args, path, &reports)?;
+    }
     match args.format {
         Format::Json => {
             let text = if reports.len() == 1 {
@@ -414,6 +420,35 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     } else {
         super::EXIT_BUDGET
     })
+}
+
+/// Writes the single-page report of this run (`--report FILE`).
+fn write_report(args: &SimulateArgs, path: &Path, reports: &[SimReport]) -> anyhow::Result<()> {
+    use crate::report::Exporter as _;
+    let dist = match &args.retry_cdf {
+        Some(p) => RetryDelay::from_csv_path(p)?,
+        None => RetryDelay::seed(),
+    };
+    let configs: Vec<SimConfig> = args.retention.iter().map(|r| args.config(*r)).collect();
+    let description = format!(
+        "idemcalc simulate at {}/s{}, seed {}.",
+        crate::format::human_count(args.rate),
+        args.rush_rate
+            .map(|r| format!(" with a daily rush at {}/s", crate::format::human_count(r)))
+            .unwrap_or_default(),
+        args.seed
+    );
+    let summary = crate::report::from_simulation(
+        description,
+        &configs,
+        &args.arrivals()?,
+        &dist,
+        reports.to_vec(),
+    )?;
+    let html = crate::report::HtmlExporter.serialize(&summary)?;
+    std::fs::write(path, html)
+        .with_context(|| format!("{}: cannot write the report", path.display()))?;
+    Ok(())
 }
 
 /// The human summary: each figure with its interval and the model's value beside it.

@@ -1,0 +1,118 @@
+//! `idemcalc report`: runs a directory of scenarios and writes the capacity report.
+//!
+//! Exit codes: 0 every budget holds; 1 a budget is broken (everything is still written, and
+//! each broken budget is listed with its figure and limit); 2 bad input (a scenario file, an
+//! unwritable directory); 130 interrupted by Ctrl-C (what was simulated so far is written).
+
+use crate::report::{self, BenchResults, RunOptions};
+use anyhow::{Context, bail};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Instant;
+
+#[derive(Debug, clap::Args)]
+pub struct ReportArgs {
+    /// Directory of scenario files (*.toml), run in file-name order, e.g. scenarios/.
+    #[arg(long, value_name = "DIR")]
+    pub scenarios: PathBuf,
+    /// Directory to write index.html, summary.json, summary.md and tables/ into (created if
+    /// needed), e.g. reports/.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Engine throughput to show: the JSON written by `idemcalc bench --format json`.
+    #[arg(long, value_name = "FILE")]
+    pub bench: Option<PathBuf>,
+    /// No progress bar and no summary table on stdout (broken budgets still go to stderr).
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+/// Set by the Ctrl-C handler; every running simulation stops at its next event.
+static INTERRUPTED: AtomicBool = AtomicBool::new(false);
+
+pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
+    let started = Instant::now();
+    let loaded = match report::load_dir(&args.scenarios) {
+        Ok(l) => l,
+        Err(errors) => {
+            for e in &errors {
+                eprintln!("error: {e}");
+            }
+            bail!(
+                "nothing was run: {} problem{} with the scenarios above",
+                errors.len(),
+                if errors.len() == 1 { "" } else { "s" }
+            );
+        }
+    };
+    if loaded.is_empty() {
+        bail!(
+            "{}: no scenario files (*.toml) found",
+            args.scenarios.display()
+        );
+    }
+    let bench = args
+        .bench
+        .as_deref()
+        .map(BenchResults::from_path)
+        .transpose()?;
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
+    let bar = if args.quiet || !std::io::stderr().is_terminal() {
+        ProgressBar::hidden()
+    } else {
+        let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
+        b.set_style(
+            ProgressStyle::with_template(
+                "{spinner} running {msg:<12} {wide_bar} {percent:>3}% {elapsed}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        );
+        b.set_message(format!("{} scenarios", loaded.len()));
+        b
+    };
+    let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+    let scratch = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let options = RunOptions {
+        tick: &tick,
+        interrupted: &INTERRUPTED,
+        scratch: scratch.path(),
+    };
+    let mut summary = report::run(&loaded, &options)?;
+    bar.finish_and_clear();
+    summary.bench = bench;
+    let written = report::write_all(&args.out, &summary)?;
+    if !args.quiet {
+        let md = report::MarkdownExporter;
+        use report::Exporter as _;
+        print!("{}", String::from_utf8_lossy(&md.serialize(&summary)?));
+        println!(
+            "\nWrote {} files to {} in {:.1} s: {}",
+            written.len(),
+            args.out.display(),
+            started.elapsed().as_secs_f64(),
+            args.out.join("index.html").display()
+        );
+    }
+    if summary.interrupted {
+        eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C");
+        return Ok(130);
+    }
+    if !summary.broken_budgets.is_empty() {
+        eprintln!(
+            "{} budget{} broken:",
+            summary.broken_budgets.len(),
+            if summary.broken_budgets.len() == 1 {
+                ""
+            } else {
+                "s"
+            }
+        );
+        for b in &summary.broken_budgets {
+            eprintln!("  {}", b.describe());
+        }
+        return Ok(super::EXIT_BUDGET);
+    }
+    Ok(0)
+}

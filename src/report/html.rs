@@ -1,0 +1,1306 @@
+//! The single-page HTML report: view structs with every value already formatted for people
+//! (criterion's split between numbers for analysis and text for reading), rendered with the
+//! embedded minijinja template.
+//!
+//! The page is self-contained: CSS, SVG, script and data are inline and nothing is fetched.
+//! Without script it shows every figure of the run; with script the "What if?" panel
+//! re-evaluates [`crate::model::FORMULAS`] in the browser (the strings are embedded, not
+//! copied into the script), so moving a control gives what `idemcalc estimate` would print.
+
+use super::charts::{self, Bar, KeyLine, RatePalette, SimPoint, TradeoffRow, Window};
+use super::{RunResult, ScenarioResult, Status, Summary};
+use crate::format::{
+    human_bytes, human_count, human_duration, percent, rate_per_s, significant, thousands, usd,
+};
+use crate::model::{self, ModelParams};
+use crate::sim::replay::Figure;
+use crate::traffic::RetryDelay;
+use serde::Serialize;
+
+const TEMPLATE: &str = include_str!("templates/report.html.j2");
+const CSS: &str = include_str!("templates/report.css");
+const SCRIPT: &str = include_str!("templates/report.js");
+
+#[derive(Debug, thiserror::Error)]
+pub enum HtmlError {
+    #[error("the report template: {0}")]
+    Template(#[from] minijinja::Error),
+    #[error("embedding the model as JSON: {0}")]
+    Json(#[from] serde_json::Error),
+}
+
+/// How a number is shown; the page's script has a formatter of the same name for each, and
+/// checks at load that it agrees with these on the values of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Bytes,
+    Count,
+    PerDay,
+    Usd,
+    UsdPerDay,
+    Percent,
+    Duration,
+    Rate,
+}
+
+/// Formats `v` the way the page shows a figure of this kind.
+pub fn fmt(kind: Kind, v: f64) -> String {
+    match kind {
+        Kind::Bytes => human_bytes(v),
+        Kind::Count => human_count(v),
+        Kind::PerDay => format!("{}/day", human_count(v)),
+        Kind::Usd => usd(v),
+        Kind::UsdPerDay => format!("{}/day", usd(v)),
+        Kind::Percent => percent(v),
+        Kind::Duration => human_duration(v),
+        Kind::Rate => rate_per_s(v),
+    }
+}
+
+/// A budget's figure or limit in its unit: GB, labels per day or dollars per day.
+pub fn budget_value(budget: &str, v: f64) -> String {
+    match budget {
+        "max_store_gb" => human_bytes(v * 1e9),
+        "max_duplicates_per_day" => fmt(Kind::PerDay, v),
+        _ => fmt(Kind::UsdPerDay, v),
+    }
+}
+
+fn budget_label(budget: &str) -> &'static str {
+    match budget {
+        "max_store_gb" => "Store size",
+        "max_duplicates_per_day" => "Duplicate labels",
+        _ => "Daily cost",
+    }
+}
+
+/// A measured figure: estimate, 95 % interval and the model's value, as text.
+#[derive(Debug, Clone, Serialize)]
+struct FigureView {
+    label: &'static str,
+    estimate: String,
+    interval: String,
+    model: String,
+}
+
+fn interval(kind: Kind, f: &Figure) -> String {
+    format!("{} – {}", fmt(kind, f.ci95_low), fmt(kind, f.ci95_high))
+}
+
+fn figure_view(label: &'static str, kind: Kind, f: &Figure) -> FigureView {
+    FigureView {
+        label,
+        estimate: fmt(kind, f.estimate),
+        interval: interval(kind, f),
+        model: fmt(kind, f.analytic),
+    }
+}
+
+/// A steady-state figure, or why the run has none.
+fn steady_view(label: &'static str, kind: Kind, f: &Figure, r: &RunResult) -> FigureView {
+    if steady_reached(r) {
+        figure_view(label, kind, f)
+    } else {
+        FigureView {
+            label,
+            estimate: "not reached".into(),
+            interval: not_reached(r),
+            model: fmt(kind, f.analytic),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Card {
+    label: &'static str,
+    value: String,
+    interval: String,
+    model: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Headline {
+    scenario: String,
+    anchor: String,
+    context: String,
+    cards: Vec<Card>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct VerdictView {
+    budget: &'static str,
+    label: &'static str,
+    estimate: String,
+    interval: String,
+    limit: String,
+    status: Status,
+    status_text: &'static str,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Signal {
+    label: &'static str,
+    value: String,
+    /// The seed's failure row this signal detects.
+    detects: &'static str,
+    lit: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct RunView {
+    title: String,
+    sampling: String,
+    figures: Vec<FigureView>,
+    verdicts: Vec<VerdictView>,
+    signals: Vec<Signal>,
+    invariants: String,
+    invariants_hold: bool,
+    outcomes_svg: String,
+    keys_svg: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct EventRow {
+    when: String,
+    lane: String,
+    text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct TimelineView {
+    svg: String,
+    events: Vec<EventRow>,
+    responses: Vec<EventRow>,
+    summary: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ScenarioView {
+    id: String,
+    name: String,
+    file: String,
+    description: String,
+    deviations: Vec<String>,
+    badge: &'static str,
+    badge_text: String,
+    runs: Vec<RunView>,
+    timeline: Option<TimelineView>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Control {
+    name: &'static str,
+    label: &'static str,
+    unit: &'static str,
+    max_index: usize,
+    index: usize,
+    text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Output {
+    name: &'static str,
+    label: &'static str,
+    text: String,
+    value: f64,
+    big: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct WhatIf {
+    context: String,
+    controls: Vec<Control>,
+    outputs: Vec<Output>,
+    recommended: String,
+    recommended_cost: String,
+    tradeoff_svg: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ChartView {
+    id: &'static str,
+    title: String,
+    svg: String,
+    note: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Page {
+    title: String,
+    subtitle: String,
+    verdict: String,
+    verdict_class: &'static str,
+    broken: Vec<String>,
+    headline: Option<Headline>,
+    whatif: WhatIf,
+    charts: Vec<ChartView>,
+    scenarios: Vec<ScenarioView>,
+    formulas: Vec<(String, String, String)>,
+}
+
+/// A chart, or the reason it could not be drawn, as the page shows it.
+fn svg_or_note(r: Result<String, charts::ChartError>) -> String {
+    r.unwrap_or_else(|e| {
+        format!(
+            "<p class=\"note\">Chart not drawn: {}</p>",
+            charts::escape(&e.to_string())
+        )
+    })
+}
+
+fn slug(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("sc-{}", s.trim_matches('-'))
+}
+
+/// The controls of the "What if?" panel: each steps through values people configure, plus the
+/// run's own value. `name` is the model input it sets; the page reads `#retention=259200`
+/// style URL fragments with the `param` names below.
+const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
+    (
+        "retention_s",
+        "Retention",
+        "",
+        Kind::Duration,
+        model::SWEEP_RETENTIONS_S,
+    ),
+    (
+        "rate_per_s",
+        "Average rate",
+        "calls/s",
+        Kind::Rate,
+        &[
+            50.0, 100.0, 200.0, 400.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 3_000.0, 5_000.0, 10_000.0,
+        ],
+    ),
+    (
+        "label_price_usd",
+        "Label price",
+        "per label",
+        Kind::Usd,
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0],
+    ),
+    (
+        "storage_usd_per_gb_month",
+        "Storage price",
+        "per GB-month",
+        Kind::Usd,
+        &[0.02, 0.05, 0.08, 0.10, 0.115, 0.15, 0.20, 0.25, 0.50, 1.00],
+    ),
+    (
+        "timeout_fraction",
+        "Calls that time out",
+        "",
+        Kind::Percent,
+        &[
+            0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+        ],
+    ),
+    (
+        "done_fraction",
+        "Of those, already done",
+        "",
+        Kind::Percent,
+        &[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+    ),
+];
+
+/// The figures the panel recomputes, in the order shown.
+const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
+    (
+        "store_bytes",
+        "Store size at average load",
+        Kind::Bytes,
+        true,
+    ),
+    (
+        "duplicate_labels_per_day",
+        "Duplicate labels with keys",
+        Kind::PerDay,
+        true,
+    ),
+    (
+        "total_cost_per_day",
+        "Total daily cost with keys",
+        Kind::UsdPerDay,
+        true,
+    ),
+    (
+        "peak_store_bytes",
+        "Worst case, peak all day",
+        Kind::Bytes,
+        false,
+    ),
+    (
+        "late_after_purge_per_day",
+        "Retries after the purge",
+        Kind::PerDay,
+        false,
+    ),
+    (
+        "storage_cost_per_day",
+        "Storage cost",
+        Kind::UsdPerDay,
+        false,
+    ),
+    (
+        "duplicate_cost_per_day",
+        "Duplicate labels cost",
+        Kind::UsdPerDay,
+        false,
+    ),
+    (
+        "duplicates_without_keys_per_day",
+        "Duplicates without keys",
+        Kind::PerDay,
+        false,
+    ),
+    (
+        "duplicate_cost_without_keys_per_day",
+        "Cost without keys",
+        Kind::UsdPerDay,
+        false,
+    ),
+    (
+        "saving_per_day",
+        "What the keys save",
+        Kind::UsdPerDay,
+        false,
+    ),
+];
+
+fn param(p: &ModelParams, name: &str) -> f64 {
+    p.values()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |v| v.1)
+}
+
+/// A control's values with the run's own merged in, sorted.
+fn control_values(values: &[f64], own: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = values.to_vec();
+    if own.is_finite() && !v.iter().any(|x| (x - own).abs() <= own.abs() * 1e-12) {
+        v.push(own);
+    }
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// The data the page's script needs: the model's formulas exactly as Rust evaluates them, the
+/// distribution, the starting inputs, and values to check its own formatting and arithmetic
+/// against at load.
+fn model_json(
+    base: &ModelParams,
+    dist: &RetryDelay,
+    sims: &[SimPoint],
+) -> Result<String, HtmlError> {
+    let mut json = model::formulas_json();
+    let controls: Vec<serde_json::Value> = CONTROLS
+        .iter()
+        .map(|(name, label, _, kind, values)| {
+            serde_json::json!({
+                "name": name, "label": label, "kind": kind,
+                "values": control_values(values, param(base, name)),
+            })
+        })
+        .collect();
+    let outputs: Vec<serde_json::Value> = OUTPUTS
+        .iter()
+        .map(|(name, _, kind, _)| serde_json::json!({"name": name, "kind": kind}))
+        .collect();
+    let figures = model::figures(base, dist).unwrap_or_default();
+    let estimate = model::estimate(base, dist);
+    // Values whose formatting the script must reproduce exactly: the run's figures, and the
+    // edge cases of rounding (exact ties, unit boundaries).
+    let mut checks: Vec<(Kind, f64)> = Vec::new();
+    for (name, _, kind, _) in OUTPUTS {
+        checks.push((*kind, figures.get(name).copied().unwrap_or(f64::NAN)));
+    }
+    for r in &estimate.retention_sweep {
+        checks.push((Kind::Bytes, r.store_bytes));
+        checks.push((Kind::UsdPerDay, r.total_cost_per_day));
+        checks.push((Kind::PerDay, r.duplicate_labels_per_day));
+        checks.push((Kind::Duration, r.retention_s));
+    }
+    for v in [
+        0.0,
+        0.125,
+        2.5,
+        17.75,
+        999.5,
+        999_999.0,
+        17_694_720_000.0,
+        124_416.0,
+        6.0,
+        0.0583,
+        99.995,
+        0.005,
+        1.5e12,
+        -1234.4,
+    ] {
+        for kind in [
+            Kind::Bytes,
+            Kind::Count,
+            Kind::Usd,
+            Kind::Percent,
+            Kind::Rate,
+        ] {
+            checks.push((kind, v));
+        }
+    }
+    for v in [
+        0.25,
+        10.0,
+        600.0,
+        5_400.0,
+        86_400.0,
+        129_600.0,
+        172_800.0,
+        259_200.0,
+        2_592_000.0,
+        1.5,
+    ] {
+        checks.push((Kind::Duration, v));
+    }
+    let checks: Vec<serde_json::Value> = checks
+        .into_iter()
+        .filter(|(_, v)| v.is_finite())
+        .map(|(k, v)| serde_json::json!([k, v, fmt(k, v)]))
+        .collect();
+    let fragment: Vec<(&str, &str)> = vec![
+        ("retention", "retention_s"),
+        ("rate", "rate_per_s"),
+        ("label_price", "label_price_usd"),
+        ("storage_price", "storage_usd_per_gb_month"),
+        ("timeout_rate", "timeout_fraction"),
+        ("timeout_fraction", "timeout_fraction"),
+        ("done_fraction", "done_fraction"),
+    ];
+    if let Some(o) = json.as_object_mut() {
+        o.insert("base".into(), serde_json::to_value(base)?);
+        o.insert("distribution".into(), serde_json::to_value(dist)?);
+        o.insert("controls".into(), serde_json::Value::Array(controls));
+        o.insert("outputs".into(), serde_json::Value::Array(outputs));
+        o.insert("fragment".into(), serde_json::to_value(fragment)?);
+        // Simulated runs at the page's starting inputs: still comparable while only the
+        // retention moves, since each sits at its own retention.
+        let sims: Vec<serde_json::Value> = sims
+            .iter()
+            .map(|p| {
+                serde_json::json!({
+                    "retention_s": p.retention_s,
+                    "store_bytes": [p.store.0, p.store.1, p.store.2],
+                    "duplicates_per_day": [p.duplicates.0, p.duplicates.1, p.duplicates.2],
+                    "total_cost_per_day": [p.cost.0, p.cost.1, p.cost.2],
+                })
+            })
+            .collect();
+        o.insert("sim_points".into(), serde_json::Value::Array(sims));
+        o.insert("check_formats".into(), serde_json::Value::Array(checks));
+        o.insert("check_figures".into(), serde_json::to_value(&figures)?);
+        o.insert(
+            "check_recommended_s".into(),
+            serde_json::to_value(estimate.recommended_retention_s)?,
+        );
+    }
+    // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside
+    // JSON strings, where `\u003c` reads the same.
+    Ok(serde_json::to_string(&json)?.replace('<', "\\u003c"))
+}
+
+fn sweep_rows(e: &model::Estimate) -> Vec<TradeoffRow> {
+    e.retention_sweep
+        .iter()
+        .map(|r| TradeoffRow {
+            retention_s: r.retention_s,
+            store_bytes: r.store_bytes,
+            duplicates_per_day: r.duplicate_labels_per_day,
+            storage_cost_per_day: r.storage_cost_per_day,
+            duplicate_cost_per_day: r.duplicate_cost_per_day,
+            total_cost_per_day: r.total_cost_per_day,
+        })
+        .collect()
+}
+
+fn triple(f: &Figure) -> (f64, f64, f64) {
+    (f.ci95_low, f.estimate, f.ci95_high)
+}
+
+/// The store is measured from one retention (and a sweep) after the start; a run whose arrivals
+/// stop before that has no steady store to show.
+fn steady_reached(r: &RunResult) -> bool {
+    r.sampling.arrival_seconds > r.retention_s + r.config.sweep_period_s
+}
+
+fn not_reached(r: &RunResult) -> String {
+    format!(
+        "arrivals ({}) stop before one retention ({}) has passed",
+        rough_duration(r.sampling.arrival_seconds),
+        r.retention
+    )
+}
+
+fn headline(s: &ScenarioResult, r: &RunResult) -> Headline {
+    let f = &r.figures;
+    let m = &r.model;
+    let steady = steady_reached(r);
+    Headline {
+        scenario: s.name.clone(),
+        anchor: slug(&s.name),
+        context: format!(
+            "{}, retention {}, simulated with the engine on SQLite",
+            rate_per_s(r.rate_per_s),
+            r.retention
+        ),
+        cards: vec![
+            Card {
+                label: "Store size",
+                value: if steady {
+                    fmt(Kind::Bytes, f.store_bytes.estimate)
+                } else {
+                    "not reached".into()
+                },
+                interval: if steady {
+                    interval(Kind::Bytes, &f.store_bytes)
+                } else {
+                    not_reached(r)
+                },
+                model: format!(
+                    "model {} at {} per record; measured {} per record",
+                    human_bytes(m.store_bytes),
+                    human_bytes(m.params.bytes_per_record),
+                    human_bytes(f.bytes_per_record.estimate.round())
+                ),
+            },
+            Card {
+                label: "Duplicate labels",
+                value: fmt(Kind::PerDay, f.duplicate_labels_per_day.estimate),
+                interval: interval(Kind::PerDay, &f.duplicate_labels_per_day),
+                model: format!(
+                    "model {}; {} without keys",
+                    fmt(Kind::PerDay, m.duplicate_labels_per_day),
+                    fmt(Kind::PerDay, m.duplicates_without_keys_per_day)
+                ),
+            },
+            Card {
+                label: "Daily cost",
+                value: fmt(Kind::UsdPerDay, f.total_cost_per_day.estimate),
+                interval: interval(Kind::UsdPerDay, &f.total_cost_per_day),
+                model: format!(
+                    "storage {} + duplicates {}; model {}",
+                    usd(f.storage_cost_per_day.estimate),
+                    usd(f.duplicate_cost_per_day.estimate),
+                    fmt(Kind::UsdPerDay, m.total_cost_per_day)
+                ),
+            },
+            Card {
+                label: "Recommended retention",
+                value: human_duration(m.recommended_retention_s),
+                interval: format!(
+                    "{} in the model, the cheapest retention",
+                    fmt(Kind::UsdPerDay, m.recommended_total_cost_per_day)
+                ),
+                model: format!(
+                    "now {}: {}; no retry is assumed after {}",
+                    r.retention,
+                    fmt(Kind::UsdPerDay, m.total_cost_per_day),
+                    human_duration(m.retry_delay.max_horizon_s())
+                ),
+            },
+        ],
+    }
+}
+
+fn verdict_views(r: &RunResult) -> Vec<VerdictView> {
+    r.verdicts
+        .iter()
+        .map(|v| VerdictView {
+            budget: v.budget,
+            label: budget_label(v.budget),
+            estimate: budget_value(v.budget, v.figure.estimate),
+            interval: format!(
+                "{} – {}",
+                budget_value(v.budget, v.figure.ci95_low),
+                budget_value(v.budget, v.figure.ci95_high)
+            ),
+            limit: budget_value(v.budget, v.limit),
+            status: v.status,
+            status_text: match v.status {
+                Status::Ok => "holds",
+                Status::AtRisk => "holds, but the interval reaches past the limit",
+                Status::Broken => "BROKEN",
+            },
+        })
+        .collect()
+}
+
+fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
+    let f = &r.figures;
+    let colour = palette.colour(r.rate_per_s);
+    let d = &r.detection;
+    let signals = vec![
+        Signal {
+            label: "Parcels with two labels",
+            value: fmt(Kind::PerDay, d.parcels_with_two_labels_per_day),
+            detects: "a new key per attempt; retention shorter than the retry horizon",
+            lit: d.parcels_with_two_labels_per_day > 0.0,
+        },
+        Signal {
+            label: "Requests carrying a purged key",
+            value: fmt(Kind::PerDay, d.purged_key_requests_per_day),
+            detects: "retention shorter than the retry horizon",
+            lit: d.purged_key_requests_per_day > 0.0,
+        },
+        Signal {
+            label: "Replays to another caller",
+            value: fmt(Kind::PerDay, d.cross_caller_replays_per_day),
+            detects: "keys scoped globally, not per caller",
+            lit: d.cross_caller_replays_per_day > 0.0,
+        },
+        Signal {
+            label: "Carrier invoice lines without a label",
+            value: fmt(Kind::PerDay, d.invoice_lines_without_label_per_day),
+            detects: "downstream call without a key; effect and record in different stores",
+            lit: d.invoice_lines_without_label_per_day > 0.0,
+        },
+        Signal {
+            label: "Takeovers while the owner still runs",
+            value: fmt(Kind::PerDay, d.takeovers_while_running_per_day),
+            detects: "lease shorter than the slowest downstream call",
+            lit: d.takeovers_while_running_per_day > 0.0,
+        },
+    ];
+    let status_colour = |status: u16| match status {
+        200..=299 => charts::OK,
+        409 => charts::WARN,
+        _ => charts::BAD,
+    };
+    let outcome_bars: Vec<Bar> = r
+        .outcomes
+        .iter()
+        .map(|o| {
+            let name = o.code.clone().unwrap_or_else(|| {
+                serde_json::to_value(o.outcome)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            });
+            Bar {
+                label: format!("{} {name}", o.status),
+                value: o.per_day,
+                interval: None,
+                colour: status_colour(o.status),
+                hover: format!(
+                    "{} {name}: {} at full traffic ({} replayed)",
+                    o.status,
+                    fmt(Kind::PerDay, o.per_day),
+                    thousands(o.replayed as f64)
+                ),
+                text: fmt(Kind::PerDay, o.per_day),
+            }
+        })
+        .collect();
+    let outcomes_svg = svg_or_note(charts::bars(
+        "outcomes",
+        &outcome_bars,
+        "Responses per day at full traffic (log scale)",
+        true,
+        &|v| human_count(v),
+        None,
+        520,
+    ));
+    let points: Vec<(f64, f64)> = r
+        .sim
+        .series
+        .iter()
+        .map(|p| (p.t_s, p.keys_estimated))
+        .collect();
+    let keys_svg = svg_or_note(charts::keys_over_time(
+        &[KeyLine {
+            label: rate_per_s(r.rate_per_s),
+            colour,
+            points,
+            retention_s: r.retention_s,
+        }],
+        false,
+        (520, 260),
+    ));
+    let s = &r.sampling;
+    let inv = &r.invariants;
+    RunView {
+        title: format!("{} · retention {}", rate_per_s(r.rate_per_s), r.retention),
+        sampling: format!(
+            "{} of arrivals ({} simulated, following the late retries), {} replicate{}; replayed {} intents ({} requests), ordinary calls sampled at {}, timed-out calls at {}.",
+            rough_duration(s.arrival_seconds),
+            rough_duration(s.simulated_seconds),
+            s.replicates,
+            if s.replicates == 1 { "" } else { "s" },
+            thousands(s.replayed_intents as f64),
+            thousands(s.replayed_requests as f64),
+            percent(s.sample_ordinary),
+            percent(s.sample_timed_out),
+        ),
+        figures: vec![
+            steady_view("Store size (steady)", Kind::Bytes, &f.store_bytes, r),
+            steady_view(
+                "Records in the store (steady)",
+                Kind::Count,
+                &f.store_records,
+                r,
+            ),
+            figure_view("Bytes per record", Kind::Bytes, &f.bytes_per_record),
+            figure_view("Timed-out calls", Kind::PerDay, &f.timed_out_per_day),
+            figure_view(
+                "Retries after the purge",
+                Kind::PerDay,
+                &f.late_after_purge_per_day,
+            ),
+            figure_view(
+                "Duplicate labels",
+                Kind::PerDay,
+                &f.duplicate_labels_per_day,
+            ),
+            figure_view(
+                "Money on duplicates",
+                Kind::UsdPerDay,
+                &f.duplicate_cost_per_day,
+            ),
+            figure_view("Storage cost", Kind::UsdPerDay, &f.storage_cost_per_day),
+            figure_view("Total daily cost", Kind::UsdPerDay, &f.total_cost_per_day),
+            figure_view(
+                "Parcels left unlabelled",
+                Kind::PerDay,
+                &f.unlabelled_per_day,
+            ),
+        ],
+        verdicts: verdict_views(r),
+        signals,
+        invariants: format!(
+            "integrity {}, most labels per parcel {}, completed keys without a label {}, replays byte-identical {}",
+            if inv.integrity_ok { "ok" } else { "FAILED" },
+            inv.max_labels_per_parcel,
+            inv.completed_without_label,
+            if inv.replays_byte_identical {
+                "yes"
+            } else {
+                "NO"
+            }
+        ),
+        invariants_hold: inv.hold,
+        outcomes_svg,
+        keys_svg,
+    }
+}
+
+/// `2_692_336 s` → `31.2d`, `129_600 s` → `36h`: a simulated span to three figures.
+fn rough_duration(s: f64) -> String {
+    if s >= 2.0 * 86_400.0 {
+        format!("{}d", significant(s / 86_400.0, 3))
+    } else if s >= 3_600.0 {
+        format!("{}h", significant(s / 3_600.0, 3))
+    } else if s >= 60.0 {
+        format!("{}m", significant(s / 60.0, 3))
+    } else {
+        secs(s)
+    }
+}
+
+fn secs(v: f64) -> String {
+    format!("{} s", significant(v, 3))
+}
+
+fn timeline_view(t: &crate::sim::timeline::TimelineReport) -> TimelineView {
+    let mut lanes: Vec<String> = vec!["Caller".into()];
+    for e in &t.events {
+        if e.lane != "Carrier" && !lanes.contains(&e.lane) {
+            lanes.push(e.lane.clone());
+        }
+    }
+    lanes.push("Carrier".into());
+    let events = t
+        .events
+        .iter()
+        .map(|e| EventRow {
+            when: match e.end_s {
+                Some(end) => format!("{}–{}", significant(e.start_s, 3), secs(end)),
+                None => secs(e.start_s),
+            },
+            lane: e.lane.clone(),
+            text: e.text.clone(),
+        })
+        .collect();
+    let responses = t
+        .responses
+        .iter()
+        .map(|r| EventRow {
+            when: format!("sent {}, answered {}", secs(r.sent_s), secs(r.arrived_s)),
+            lane: r.lane.clone(),
+            text: format!(
+                "{} {}{}",
+                r.status,
+                r.tracking_no
+                    .clone()
+                    .or_else(|| r.code.clone())
+                    .unwrap_or_default(),
+                if r.replayed {
+                    " (Idempotent-Replayed: true)"
+                } else {
+                    ""
+                }
+            ),
+        })
+        .collect();
+    TimelineView {
+        svg: svg_or_note(charts::timeline(&t.events, &lanes)),
+        events,
+        responses,
+        summary: format!(
+            "{} label{} stored, {} carrier purchase{}, {} carrier replay{}; integrity {}, most labels per parcel {}.",
+            t.labels.len(),
+            if t.labels.len() == 1 { "" } else { "s" },
+            t.carrier_purchases.len(),
+            if t.carrier_purchases.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            t.carrier_replays,
+            if t.carrier_replays == 1 { "" } else { "s" },
+            if t.invariants.integrity_ok {
+                "ok"
+            } else {
+                "FAILED"
+            },
+            t.invariants.max_labels_per_parcel
+        ),
+    }
+}
+
+fn scenario_view(s: &ScenarioResult, palette: &RatePalette) -> ScenarioView {
+    let statuses: Vec<Status> = s
+        .runs
+        .iter()
+        .flat_map(|r| r.verdicts.iter().map(|v| v.status))
+        .collect();
+    let broken = statuses.iter().filter(|s| **s == Status::Broken).count();
+    let (badge, badge_text) = if statuses.is_empty() {
+        (
+            "none",
+            if s.runs.is_empty() {
+                "timeline".to_string()
+            } else {
+                "no budgets".to_string()
+            },
+        )
+    } else if broken > 0 {
+        ("broken", format!("{broken} broken"))
+    } else if statuses.contains(&Status::AtRisk) {
+        ("at_risk", "at risk".to_string())
+    } else {
+        ("ok", "budgets hold".to_string())
+    };
+    ScenarioView {
+        id: slug(&s.name),
+        name: s.name.clone(),
+        file: s.file.clone(),
+        description: s.description.clone(),
+        deviations: s.deviations.clone(),
+        badge,
+        badge_text,
+        runs: s.runs.iter().map(|r| run_view(r, palette)).collect(),
+        timeline: s.timeline.as_ref().map(timeline_view),
+    }
+}
+
+/// Renders the page.
+pub fn render(summary: &Summary) -> Result<String, HtmlError> {
+    let palette = RatePalette::new(
+        summary
+            .scenarios
+            .iter()
+            .flat_map(|s| s.runs.iter().map(|r| r.rate_per_s)),
+    );
+    let primary = summary
+        .scenarios
+        .iter()
+        .find_map(|s| s.runs.first().map(|r| (s, r)));
+    let dist = primary.map_or_else(RetryDelay::seed, |(_, r)| r.model.retry_delay.clone());
+    let base = primary.map_or(model::SEED, |(_, r)| r.model.params);
+    let base_estimate = model::estimate(&base, &dist);
+    let base_figures = model::figures(&base, &dist).unwrap_or_default();
+
+    // What if?
+    let controls = CONTROLS
+        .iter()
+        .map(|(name, label, unit, kind, values)| {
+            let own = param(&base, name);
+            let values = control_values(values, own);
+            let index = values
+                .iter()
+                .position(|v| (v - own).abs() <= own.abs() * 1e-12)
+                .unwrap_or(0);
+            Control {
+                name,
+                label,
+                unit,
+                max_index: values.len().saturating_sub(1),
+                index,
+                text: fmt(*kind, own),
+            }
+        })
+        .collect();
+    let outputs = OUTPUTS
+        .iter()
+        .map(|(name, label, kind, big)| {
+            let v = base_figures.get(name).copied().unwrap_or(f64::NAN);
+            Output {
+                name,
+                label,
+                text: fmt(*kind, v),
+                value: v,
+                big: *big,
+            }
+        })
+        .collect();
+    let primary_colour = palette.colour(base.rate_per_s);
+    let sim_points: Vec<SimPoint> = summary
+        .scenarios
+        .iter()
+        .flat_map(|s| s.runs.iter())
+        .filter(|r| {
+            let p = &r.model.params;
+            p.rate_per_s == base.rate_per_s
+                && p.timeout_fraction == base.timeout_fraction
+                && p.done_fraction == base.done_fraction
+                && p.carrier_window_s == base.carrier_window_s
+                && r.deviations_free()
+        })
+        .map(|r| SimPoint {
+            retention_s: r.retention_s,
+            store: triple(&r.figures.store_bytes),
+            duplicates: triple(&r.figures.duplicate_labels_per_day),
+            cost: triple(&r.figures.total_cost_per_day),
+        })
+        .collect();
+    let whatif = WhatIf {
+        context: format!(
+            "Starting from {}: {}, {} per record, carrier window {}.",
+            primary.map_or("the seed's figures".to_string(), |(s, _)| s.name.clone()),
+            rate_per_s(base.rate_per_s),
+            human_bytes(base.bytes_per_record),
+            human_duration(base.carrier_window_s)
+        ),
+        controls,
+        outputs,
+        recommended: human_duration(base_estimate.recommended_retention_s),
+        recommended_cost: fmt(
+            Kind::UsdPerDay,
+            base_estimate.recommended_total_cost_per_day,
+        ),
+        tradeoff_svg: svg_or_note(charts::tradeoff(
+            &sweep_rows(&base_estimate),
+            base.retention_s,
+            base_estimate.recommended_retention_s,
+            primary_colour,
+            &sim_points,
+        )),
+    };
+
+    // Charts across scenarios.
+    let mut charts_out = Vec::new();
+    let mut windows: Vec<Window> = Vec::new();
+    for s in &summary.scenarios {
+        for r in &s.runs {
+            if !windows.iter().any(|w| w.seconds == r.retention_s) {
+                windows.push(Window {
+                    seconds: r.retention_s,
+                    label: format!("{} purge", human_duration(r.retention_s)),
+                    colour: if windows.is_empty() {
+                        charts::BAD
+                    } else {
+                        charts::MUTED
+                    },
+                });
+            }
+        }
+    }
+    windows.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    if windows.is_empty() {
+        windows.push(Window {
+            seconds: base.retention_s,
+            label: format!("{} purge", human_duration(base.retention_s)),
+            colour: charts::BAD,
+        });
+    }
+    charts_out.push(ChartView {
+        id: "chart-retry",
+        title: "How late do retries arrive?".into(),
+        svg: svg_or_note(charts::retry_cdf(&dist, &windows)),
+        note: format!(
+            "The seed's illustrative table as points, interpolated linearly in log-time; below {} the mass is spread log-uniformly from {}, after {} it runs out at {}. A retry later than a purge line finds its key gone: at {} that is {} of timed-out calls, {} a day.",
+            human_duration(dist.points()[0].0),
+            match dist.head() {
+                crate::traffic::Head::LogUniform { min_delay_s } => human_duration(min_delay_s),
+                crate::traffic::Head::AtFirstPoint => human_duration(dist.points()[0].0),
+            },
+            human_duration(dist.points().last().map_or(0.0, |p| p.0)),
+            human_duration(dist.max_horizon_s()),
+            human_duration(base.retention_s),
+            percent(dist.survival(base.retention_s)),
+            human_count(base_estimate.late_after_purge_per_day),
+        ),
+    });
+    let mut seen_rates: Vec<f64> = Vec::new();
+    let mut lines = Vec::new();
+    for s in &summary.scenarios {
+        for r in s.runs.iter().take(1) {
+            if seen_rates.contains(&r.rate_per_s) {
+                continue;
+            }
+            seen_rates.push(r.rate_per_s);
+            lines.push(KeyLine {
+                label: format!("{} ({})", rate_per_s(r.rate_per_s), s.name),
+                colour: palette.colour(r.rate_per_s),
+                points: r
+                    .sim
+                    .series
+                    .iter()
+                    .map(|p| (p.t_s, p.keys_estimated))
+                    .collect(),
+                retention_s: r.retention_s,
+            });
+        }
+    }
+    if !lines.is_empty() {
+        charts_out.push(ChartView {
+            id: "chart-keys",
+            title: "Keys in the store over simulated time".into(),
+            svg: svg_or_note(charts::keys_over_time(&lines, true, (1000, 300))),
+            note: "Records in the store, scaled to full traffic, one line per rate (the first scenario at that rate). The store fills for one retention, then the sweeper purges what expired and it levels off; the zooms show two hours of that steady state, where keys pile up between sweeps and each sweep cuts them back.".into(),
+        });
+    }
+    let bpr: Vec<Bar> = summary
+        .scenarios
+        .iter()
+        .flat_map(|s| s.runs.iter().map(move |r| (s, r)))
+        .map(|(s, r)| {
+            let f = &r.figures.bytes_per_record;
+            let label = if s.runs.len() > 1 {
+                format!("{} ({})", s.name, r.retention)
+            } else {
+                s.name.clone()
+            };
+            Bar {
+                label: label.clone(),
+                value: f.estimate,
+                interval: (f.ci95_high > f.ci95_low).then_some((f.ci95_low, f.ci95_high)),
+                colour: palette.colour(r.rate_per_s),
+                hover: format!(
+                    "{label}: {} per record measured (model assumes {})",
+                    human_bytes(f.estimate.round()),
+                    human_bytes(f.analytic)
+                ),
+                text: human_bytes(f.estimate.round()),
+            }
+        })
+        .collect();
+    if !bpr.is_empty() {
+        charts_out.push(ChartView {
+            id: "chart-bytes",
+            title: "Measured against assumed bytes per record".into(),
+            svg: svg_or_note(charts::bars(
+                "bytes_per_record",
+                &bpr,
+                "Bytes per key record, rows and both indexes (SQLite)",
+                false,
+                &|v| human_bytes(v),
+                Some((base.bytes_per_record, format!("assumed {}", human_bytes(base.bytes_per_record)))),
+                1000,
+            )),
+            note: "What one key record takes in the simulated SQLite store (row plus primary-key and expires_at indexes, from dbstat) at the end of the arrivals, against the seed's ~512 B assumption. Pass the measured figure to `idemcalc estimate --bytes-per-record` to size a store like this one; a PostgreSQL row carries more overhead.".into(),
+        });
+    }
+    if let Some(bench) = &summary.bench {
+        let mut bars = Vec::new();
+        for row in &bench.results {
+            if let Some(v) = row.creates_per_s {
+                bars.push(Bar {
+                    label: format!("{} with keys", row.name),
+                    value: v,
+                    interval: None,
+                    colour: primary_colour,
+                    hover: format!(
+                        "{}: {} creates/s with keys{}{}",
+                        row.name,
+                        thousands(v),
+                        row.p50_us
+                            .map(|p| format!(", p50 {} µs", significant(p, 3)))
+                            .unwrap_or_default(),
+                        row.p99_us
+                            .map(|p| format!(", p99 {} µs", significant(p, 3)))
+                            .unwrap_or_default()
+                    ),
+                    text: format!(
+                        "{}/s{}",
+                        thousands(v),
+                        row.overhead_ratio
+                            .map(|o| format!(" (×{} overhead)", significant(o, 3)))
+                            .unwrap_or_default()
+                    ),
+                });
+            }
+            if let Some(v) = row.baseline_creates_per_s {
+                bars.push(Bar {
+                    label: format!("{} without keys", row.name),
+                    value: v,
+                    interval: None,
+                    colour: charts::MUTED,
+                    hover: format!(
+                        "{}: {} creates/s without the idempotency layer",
+                        row.name,
+                        thousands(v)
+                    ),
+                    text: format!("{}/s", thousands(v)),
+                });
+            }
+        }
+        charts_out.push(ChartView {
+            id: "chart-bench",
+            title: "Engine throughput (from idemcalc bench)".into(),
+            svg: svg_or_note(charts::bars("bench", &bars, "Label creates per second", false, &|v| thousands(v), Some((base.peak_rate_per_s, format!("peak {}", rate_per_s(base.peak_rate_per_s)))), 1000)),
+            note: "Creates per second the engine sustained in `idemcalc bench`, with the idempotency layer and without it; the red line is the peak rate the store must take.".into(),
+        });
+    }
+
+    let scenarios: Vec<ScenarioView> = summary
+        .scenarios
+        .iter()
+        .map(|s| scenario_view(s, &palette))
+        .collect();
+    let checked: usize = summary
+        .scenarios
+        .iter()
+        .map(|s| s.runs.iter().map(|r| r.verdicts.len()).sum::<usize>())
+        .sum();
+    let (verdict, verdict_class) = if !summary.broken_budgets.is_empty() {
+        (
+            format!(
+                "{} of {} budget checks broken",
+                summary.broken_budgets.len(),
+                checked
+            ),
+            "broken",
+        )
+    } else if checked > 0 {
+        (format!("All {checked} budget checks hold"), "ok")
+    } else {
+        ("No budgets to check".to_string(), "none")
+    };
+    let simulated = summary
+        .scenarios
+        .iter()
+        .filter(|s| !s.runs.is_empty())
+        .count();
+    let timelines = summary
+        .scenarios
+        .iter()
+        .filter(|s| s.timeline.is_some())
+        .count();
+    let page = Page {
+        title: "Idempotency-key store: capacity report".into(),
+        subtitle: format!(
+            "{} {} · {} scenario{} ({} simulated, {} timeline{}) · figures per day at full traffic · same scenarios and seeds, same numbers",
+            summary.tool.name,
+            summary.tool.version,
+            summary.scenarios.len(),
+            if summary.scenarios.len() == 1 {
+                ""
+            } else {
+                "s"
+            },
+            simulated,
+            timelines,
+            if timelines == 1 { "" } else { "s" }
+        ),
+        verdict,
+        verdict_class,
+        broken: summary
+            .broken_budgets
+            .iter()
+            .map(|b| b.describe())
+            .collect(),
+        headline: primary.map(|(s, r)| headline(s, r)),
+        whatif,
+        charts: charts_out,
+        scenarios,
+        formulas: model::FORMULAS
+            .iter()
+            .map(|f| (f.label.to_string(), f.name.to_string(), f.expr.to_string()))
+            .collect(),
+    };
+
+    let mut env = minijinja::Environment::new();
+    env.add_template("report.html.j2", TEMPLATE)?;
+    let template = env.get_template("report.html.j2")?;
+    let html = template.render(minijinja::context! {
+        page => minijinja::Value::from(minijinja::value::Serde(&page)),
+        css => minijinja::Value::from_safe_string(CSS.to_string()),
+        script => minijinja::Value::from_safe_string(SCRIPT.to_string()),
+        model_json => minijinja::Value::from_safe_string(model_json(&base, &dist, &sim_points)?),
+    })?;
+    Ok(html)
+}
+
+impl RunResult {
+    /// No failure switch is on: the run is the seed's design, comparable with the model.
+    fn deviations_free(&self) -> bool {
+        let c = &self.config;
+        c.key_policy == crate::sim::replay::KeyPolicy::Derived
+            && c.engine.key_scope == crate::engine::KeyScope::PerCaller
+            && c.engine.record_placement == crate::engine::RecordPlacement::SameTransaction
+            && c.engine.carrier_key == crate::engine::CarrierKey::Derived
+            && c.crash_fraction == 0.0
+            && c.carrier.hang_fraction == 0.0
+            && c.callers == 1
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn budget_values_read_in_their_unit() {
+        assert_eq!(budget_value("max_store_gb", 17.69472), "17.7 GB");
+        assert_eq!(budget_value("max_duplicates_per_day", 20.736), "20.7/day");
+        assert_eq!(budget_value("max_cost_per_day", 124_416.0), "$124,416/day");
+    }
+
+    #[test]
+    fn controls_include_the_runs_own_value() {
+        let v = control_values(&[1.0, 3.0], 2.0);
+        assert_eq!(v, vec![1.0, 2.0, 3.0]);
+        assert_eq!(control_values(&[1.0, 3.0], 3.0), vec![1.0, 3.0]);
+    }
+
+    #[test]
+    fn embedded_json_cannot_close_the_script() {
+        let j = model_json(&model::SEED, &RetryDelay::seed(), &[]).unwrap();
+        assert!(!j.contains('<'));
+        let v: serde_json::Value = serde_json::from_str(&j).unwrap();
+        assert_eq!(
+            v["formulas"].as_array().unwrap().len(),
+            model::FORMULAS.len()
+        );
+    }
+}

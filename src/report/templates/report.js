@@ -1,0 +1,444 @@
+// The report's script: recomputes the model in the page, draws the trade-off, shows hover
+// values and turns the scenarios into tabs. Everything it computes comes from the embedded
+// model JSON: the formula strings are those of `idemcalc estimate`, never copied here.
+(function () {
+  "use strict";
+  var errors = [];
+  function fail(message) {
+    errors.push(String(message));
+    document.body.setAttribute("data-errors", errors.join(" | "));
+  }
+  window.addEventListener("error", function (e) { fail("error: " + e.message); });
+  var consoleError = console.error.bind(console);
+  console.error = function () {
+    fail(Array.prototype.join.call(arguments, " "));
+    consoleError.apply(null, arguments);
+  };
+
+  var M = JSON.parse(document.getElementById("idemcalc-model").textContent);
+
+  // ---- Formatting: ports of src/format.rs, checked against Rust's output at load. ----
+
+  // Rust's `format!("{:.d$}")`: exact decimal rounding, ties to even. JS's toFixed rounds
+  // exact ties up, so ties are detected on the exact expansion and rounded to even here.
+  function toFixedRust(x, d) {
+    if (!isFinite(x)) return String(x);
+    var neg = x < 0 || Object.is(x, -0);
+    var a = Math.abs(x);
+    var s = a.toFixed(d);
+    var exact = a.toFixed(Math.min(100, d + 60));
+    var rest = exact.slice(exact.indexOf(".") + 1 + d);
+    if (d === 0) rest = exact.slice(exact.indexOf(".") + 1);
+    if (/^50*$/.test(rest)) {
+      // A tie: toFixed went up; go down instead if that makes the last digit even.
+      var down = Number(s) - Math.pow(10, -d);
+      var digits = s.replace(".", "");
+      var last = Number(digits[digits.length - 1]);
+      if (last % 2 === 1) s = down.toFixed(d);
+    }
+    return (neg && Number(s) !== 0 ? "-" : (neg ? "-" : "")) + s;
+  }
+  function trim(t) {
+    if (t.indexOf(".") < 0) return t;
+    return t.replace(/0+$/, "").replace(/\.$/, "");
+  }
+  function significant(v, digits) {
+    if (v === 0 || !isFinite(v)) return trim(rustDisplay(v));
+    var mag = Math.floor(Math.log10(Math.abs(v)));
+    var dec = Math.max(0, digits - 1 - mag);
+    var text = toFixedRust(v, dec);
+    var rounded = Number(text);
+    var nmag = Math.floor(Math.log10(Math.abs(rounded)));
+    if (nmag !== mag) return trim(toFixedRust(rounded, Math.max(0, digits - 1 - nmag)));
+    return trim(text);
+  }
+  function rustDisplay(v) {
+    if (Number.isNaN(v)) return "NaN";
+    if (v === Infinity) return "inf";
+    if (v === -Infinity) return "-inf";
+    return String(v);
+  }
+  function roundAway(v) { return v < 0 ? -Math.round(-v) : Math.round(v); }
+  function thousands(v) {
+    if (!isFinite(v)) return rustDisplay(v);
+    var r = roundAway(v);
+    var digits = Math.abs(r).toFixed(0);
+    var out = r < 0 ? "-" : "";
+    for (var i = 0; i < digits.length; i++) {
+      if (i > 0 && (digits.length - i) % 3 === 0) out += ",";
+      out += digits[i];
+    }
+    return out;
+  }
+  var BYTE_UNITS = ["B", "kB", "MB", "GB", "TB", "PB"];
+  function humanBytes(b) {
+    if (!isFinite(b)) return rustDisplay(b) + " B";
+    var v = b, u = 0;
+    while (Math.abs(v) >= 999.5 && u + 1 < BYTE_UNITS.length) { v /= 1000; u++; }
+    if (u === 0) return trim(toFixedRust(v, 1)) + " B";
+    return significant(v, 3) + " " + BYTE_UNITS[u];
+  }
+  function humanCount(c) {
+    if (!isFinite(c)) return rustDisplay(c);
+    var m = Math.abs(c);
+    var units = [[1e12, "T"], [1e9, "B"], [1e6, "M"]];
+    for (var i = 0; i < units.length; i++) {
+      if (m >= units[i][0] * 0.99995) return significant(c / units[i][0], 4) + units[i][1];
+    }
+    if (m >= 999.5) return thousands(c);
+    return significant(c, 3);
+  }
+  function usd(a) {
+    if (!isFinite(a)) return "$" + rustDisplay(a);
+    var sign = a < 0 ? "-" : "";
+    var m = Math.abs(a);
+    if (m >= 99.995) return sign + "$" + thousands(m);
+    return sign + "$" + toFixedRust(m, 2);
+  }
+  function percent(f) {
+    var p = f * 100;
+    if (!isFinite(p)) return rustDisplay(p) + "%";
+    if (Math.abs(p) >= 10) return trim(toFixedRust(p, 1)) + "%";
+    return significant(p, 3) + "%";
+  }
+  function ratePerS(r) {
+    return r >= 999.5 ? thousands(r) + "/s" : significant(r, 4) + "/s";
+  }
+  function formatSecs(secs) {
+    var units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+    for (var i = 0; i < units.length; i++) {
+      var n = secs / units[i][1];
+      if (n >= 1 && Math.abs(n - roundAway(n)) < 1e-9) return roundAway(n) + units[i][0];
+    }
+    if (secs < 1 && secs > 0) {
+      var ms = secs * 1000;
+      if (Math.abs(ms - roundAway(ms)) < 1e-9) return roundAway(ms) + "ms";
+    }
+    return rustDisplay(secs) + "s";
+  }
+  function humanDuration(secs) {
+    var h = secs / 3600;
+    if (h >= 1 && h < 48 && Math.abs(h - roundAway(h)) < 1e-9) return roundAway(h) + "h";
+    return formatSecs(secs);
+  }
+  var FORMAT = {
+    bytes: humanBytes,
+    count: humanCount,
+    per_day: function (v) { return humanCount(v) + "/day"; },
+    usd: usd,
+    usd_per_day: function (v) { return usd(v) + "/day"; },
+    percent: percent,
+    duration: humanDuration,
+    rate: ratePerS
+  };
+
+  // ---- The model: RetryDelay::cdf from src/traffic.rs, and the formula strings. ----
+
+  var D = M.distribution;
+  var PTS = D.points.map(function (p) { return [p.delay_s, p.cdf]; });
+  function cdf(t) {
+    if (Number.isNaN(t)) return NaN;
+    var first = PTS[0], last = PTS[PTS.length - 1];
+    if (t < first[0]) {
+      if (D.head.kind === "at_first_point") return 0;
+      var m = D.head.min_delay_s;
+      if (t > m) return first[1] * Math.log(t / m) / Math.log(first[0] / m);
+      return 0;
+    }
+    if (t > last[0]) {
+      var horizon = D.tail.max_horizon_s;
+      if (last[1] >= 1 || t >= horizon) return 1;
+      if (D.tail.kind === "log_linear") {
+        return last[1] + (1 - last[1]) * Math.log(t / last[0]) / Math.log(horizon / last[0]);
+      }
+      return last[1];
+    }
+    for (var i = 0; i < PTS.length; i++) {
+      if (PTS[i][0] === t) return PTS[i][1];
+      if (PTS[i][0] > t) {
+        var a = PTS[i - 1], b = PTS[i];
+        return a[1] + (b[1] - a[1]) * Math.log(t / a[0]) / Math.log(b[0] / a[0]);
+      }
+    }
+    return last[1];
+  }
+  var FUNCTIONS = {
+    max: function (a, b) { return Math.max(a, b); },
+    min: function (a, b) { return Math.min(a, b); },
+    survival: function (t) { return 1 - cdf(t); }
+  };
+  var known = M.inputs.map(function (i) { return i.name; });
+  var compiled = M.formulas.map(function (f) {
+    var args = M.functions.concat(known);
+    var fn = Function.apply(null, args.concat(['"use strict"; return (' + f.expr + ");"]));
+    var c = { name: f.name, names: known.slice(), fn: fn };
+    known.push(f.name);
+    return c;
+  });
+  function evaluate(params) {
+    var v = {};
+    Object.keys(params).forEach(function (k) { v[k] = params[k]; });
+    var fns = M.functions.map(function (n) { return FUNCTIONS[n]; });
+    compiled.forEach(function (c) {
+      v[c.name] = c.fn.apply(null, fns.concat(c.names.map(function (n) { return v[n]; })));
+    });
+    return v;
+  }
+  // The sweep of `model::estimate`: the standard retentions plus the current one, sorted;
+  // the cheapest is the first minimum (the shorter retention on a tie).
+  function sweep(params) {
+    var rs = M.sweep_retentions_s.slice();
+    if (isFinite(params.retention_s) && params.retention_s > 0) rs.push(params.retention_s);
+    rs.sort(function (a, b) { return a - b; });
+    rs = rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; });
+    var rows = rs.map(function (r) {
+      var p = Object.assign({}, params, { retention_s: r });
+      var v = evaluate(p);
+      return { retention_s: r, store_bytes: v.store_bytes, duplicates_per_day: v.duplicate_labels_per_day,
+        storage_cost_per_day: v.storage_cost_per_day, duplicate_cost_per_day: v.duplicate_cost_per_day,
+        total_cost_per_day: v.total_cost_per_day };
+    });
+    var best = null;
+    rows.forEach(function (r) { if (best === null || r.total_cost_per_day < best.total_cost_per_day) best = r; });
+    return { rows: rows, best: best };
+  }
+
+  // ---- Checks at load: the script must agree with Rust, or say so loudly. ----
+  M.check_formats.forEach(function (c) {
+    var got = FORMAT[c[0]](c[1]);
+    if (got !== c[2]) console.error("format " + c[0] + "(" + c[1] + "): page shows " + got + ", idemcalc " + c[2]);
+  });
+  (function () {
+    var v = evaluate(M.base);
+    Object.keys(M.check_figures).forEach(function (k) {
+      var want = M.check_figures[k], got = v[k];
+      var ok = want === got || Math.abs(got - want) <= 1e-9 * Math.max(1, Math.abs(want));
+      if (!ok) console.error("formula " + k + ": page computes " + got + ", idemcalc " + want);
+    });
+    var s = sweep(M.base);
+    if (s.best && s.best.retention_s !== M.check_recommended_s) {
+      console.error("cheapest retention: page " + s.best.retention_s + " s, idemcalc " + M.check_recommended_s + " s");
+    }
+  })();
+
+  // ---- The trade-off chart, redrawn like the plotters one. ----
+  var SVGNS = "http://www.w3.org/2000/svg";
+  function el(name, attrs, parent, text) {
+    var e = document.createElementNS(SVGNS, name);
+    Object.keys(attrs).forEach(function (k) { e.setAttribute(k, attrs[k]); });
+    if (text !== undefined) e.textContent = text;
+    if (parent) parent.appendChild(e);
+    return e;
+  }
+  function niceTicks(lo, hi, n) {
+    if (!(hi > lo)) return [lo];
+    var raw = (hi - lo) / n, mag = Math.pow(10, Math.floor(Math.log10(raw)));
+    var step = [1, 2, 2.5, 5, 10].map(function (m) { return m * mag; }).find(function (s) { return s >= raw; });
+    var out = [];
+    for (var v = Math.ceil(lo / step) * step, i = 0; v <= hi + step * 1e-9 && i < 4 * n + 4; v += step, i++) out.push(v);
+    return out;
+  }
+  function niceTop(max) {
+    if (!(max > 0) || !isFinite(max)) return 1;
+    var t = niceTicks(0, max * 1.08, 5), step = t.length > 1 ? t[1] : max;
+    return Math.ceil(max * 1.08 / step) * step;
+  }
+  var COLOURS = { line: "#2563eb", ok: "#16a34a", muted: "#6b7280", bad: "#dc2626", grid: "#e5e7eb", ink: "#1f2937" };
+  function drawTradeoff(params) {
+    var s = sweep(params);
+    // Simulated runs stay on the chart while only the retention differs from the run's inputs.
+    var simsComparable = Object.keys(M.base).every(function (k) {
+      return k === "retention_s" || k === "peak_rate_per_s" || params[k] === M.base[k];
+    });
+    var W = 1000, H = 300;
+    var svg = el("svg", { "class": "chart", role: "img", width: W, height: H, viewBox: "0 0 " + W + " " + H,
+      "aria-label": "Retention trade-off: store size, duplicates and daily cost (recomputed)" });
+    el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff" }, svg);
+    var xs = s.rows.map(function (r) { return Math.log10(r.retention_s); });
+    var xlo = xs[0] - 0.08, xhi = xs[xs.length - 1] + 0.08;
+    var xticks = [3600, 21600, 86400, 259200, 604800, 2592000].filter(function (t) {
+      return Math.log10(t) >= xlo && Math.log10(t) <= xhi;
+    });
+    var panels = [
+      ["Store size", "Store size (bytes)", "store_bytes", humanBytes],
+      ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount],
+      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd]
+    ];
+    var tip = [];
+    panels.forEach(function (p, pi) {
+      var ox = pi * (W / 3), left = ox + 68, right = ox + W / 3 - 18, top = 30, bottom = H - 44;
+      var values = s.rows.map(function (r) { return r[p[2]]; });
+      if (simsComparable) (M.sim_points || []).forEach(function (sp) { values.push(sp[p[2]][2]); });
+      var max = Math.max.apply(null, values);
+      var yTop = niceTop(max);
+      var X = function (v) { return left + (v - xlo) / (xhi - xlo) * (right - left); };
+      var Y = function (v) { return bottom - v / yTop * (bottom - top); };
+      el("text", { x: ox + W / 6, y: 18, "text-anchor": "middle", "font-size": 14, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[0]);
+      niceTicks(0, yTop, 4).forEach(function (t) {
+        el("line", { x1: left, x2: right, y1: Y(t), y2: Y(t), stroke: COLOURS.grid }, svg);
+        el("text", { x: left - 6, y: Y(t) + 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, p[3](t));
+      });
+      xticks.forEach(function (t) {
+        var x = X(Math.log10(t));
+        el("line", { x1: x, x2: x, y1: top, y2: bottom, stroke: COLOURS.grid }, svg);
+        el("text", { x: x, y: bottom + 15, "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, humanDuration(t));
+      });
+      el("line", { x1: left, x2: left, y1: top, y2: bottom, stroke: COLOURS.muted }, svg);
+      el("line", { x1: left, x2: right, y1: bottom, y2: bottom, stroke: COLOURS.muted }, svg);
+      el("text", { x: (left + right) / 2, y: H - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)");
+      el("text", { x: 0, y: 0, transform: "translate(" + (ox + 12) + "," + ((top + bottom) / 2) + ") rotate(-90)", "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[1]);
+      var path = function (key, colour, width, dash) {
+        var d = s.rows.map(function (r, i) { return (i ? "L" : "M") + X(xs[i]).toFixed(1) + " " + Y(r[key]).toFixed(1); }).join(" ");
+        var a = { d: d, fill: "none", stroke: colour, "stroke-width": width };
+        if (dash) a["stroke-dasharray"] = dash;
+        el("path", a, svg);
+      };
+      if (pi === 2) {
+        path("storage_cost_per_day", COLOURS.muted, 1, "4 3");
+        path("duplicate_cost_per_day", COLOURS.bad, 1, "4 3");
+      }
+      path(p[2], COLOURS.line, 2);
+      var cx = X(Math.log10(params.retention_s));
+      el("line", { x1: cx, x2: cx, y1: top, y2: bottom, stroke: COLOURS.muted, "stroke-dasharray": "5 4" }, svg);
+      el("text", { x: cx + 4, y: top + 12, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, "now " + humanDuration(params.retention_s));
+      if (simsComparable) {
+        (M.sim_points || []).forEach(function (sp) {
+          var v = sp[p[2]], x = X(Math.log10(sp.retention_s));
+          el("line", { x1: x, x2: x, y1: Y(v[0]), y2: Y(v[2]), stroke: COLOURS.ink, "stroke-width": 2 }, svg);
+          var c = el("circle", { "class": "pt", cx: x, cy: Y(v[1]), r: 5, fill: COLOURS.ink, stroke: "#fff" }, svg);
+          c.setAttribute("data-tip", "simulated at " + humanDuration(sp.retention_s) + ": " + p[3](v[1]) +
+            " (95%: " + p[3](v[0]) + " – " + p[3](v[2]) + ")");
+        });
+      }
+      s.rows.forEach(function (r, i) {
+        var cheapest = pi === 2 && s.best && r.retention_s === s.best.retention_s;
+        var c = el("circle", { "class": "pt", cx: X(xs[i]), cy: Y(r[p[2]]), r: cheapest ? 6 : 3,
+          fill: cheapest ? COLOURS.ok : COLOURS.line, stroke: "#fff" }, svg);
+        c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : ""));
+        if (cheapest) {
+          el("circle", { cx: X(xs[i]), cy: Y(r[p[2]]), r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
+          el("text", { x: X(xs[i]) - 64, y: Y(r[p[2]]) - 28, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ok }, svg, "cheapest " + humanDuration(r.retention_s));
+        }
+      });
+    });
+    var wrap = document.getElementById("tradeoff");
+    wrap.textContent = "";
+    wrap.appendChild(svg);
+    return s;
+  }
+
+  // ---- The controls. ----
+  var params = Object.assign({}, M.base);
+  var controls = {};
+  M.controls.forEach(function (c) {
+    var input = document.getElementById("ctl-" + c.name);
+    if (!input) return;
+    controls[c.name] = { spec: c, input: input, values: c.values.slice() };
+    input.disabled = false;
+    input.addEventListener("input", function () {
+      var ctl = controls[c.name];
+      params[c.name] = ctl.values[Number(input.value)];
+      update();
+    });
+  });
+  var note = document.getElementById("script-note");
+  if (note) note.hidden = true;
+
+  function setText(id, text, value) {
+    var e = document.getElementById(id);
+    if (!e) return;
+    e.textContent = text;
+    if (value !== undefined) e.setAttribute("data-value", String(value));
+  }
+  function update() {
+    // The worst case assumes the peak lasts all day; it cannot be below the average.
+    var p = Object.assign({}, params, { peak_rate_per_s: Math.max(M.base.peak_rate_per_s, params.rate_per_s) });
+    var v = evaluate(p);
+    M.controls.forEach(function (c) { setText("val-" + c.name, FORMAT[c.kind](p[c.name])); });
+    M.outputs.forEach(function (o) { setText("out-" + o.name, FORMAT[o.kind](v[o.name]), v[o.name]); });
+    var s = drawTradeoff(p);
+    if (s.best) {
+      setText("out-recommended", humanDuration(s.best.retention_s), s.best.retention_s);
+      setText("out-recommended-cost", usd(s.best.total_cost_per_day) + "/day");
+    }
+    document.body.setAttribute("data-updated", "1");
+  }
+
+  // URL fragment: #retention=259200&rate=2000 sets the controls and fires their `input`
+  // events, the same path a user's slider move takes. A value not on a control's list is
+  // added to it.
+  function applyFragment() {
+    var frag = window.location.hash.replace(/^#/, "");
+    if (!frag || frag.indexOf("=") < 0) return;
+    var aliases = {};
+    M.fragment.forEach(function (a) { aliases[a[0]] = a[1]; });
+    frag.split("&").forEach(function (kv) {
+      var parts = kv.split("=");
+      var name = aliases[parts[0]] || parts[0];
+      var value = Number(decodeURIComponent(parts[1] || ""));
+      if (parts[0] === "scenario") { showTab("sc-" + parts[1]); return; }
+      var ctl = controls[name];
+      if (!ctl) { if (parts[0]) console.warn("unknown report parameter " + parts[0]); return; }
+      if (!isFinite(value)) { console.warn("not a number: " + kv); return; }
+      var i = ctl.values.indexOf(value);
+      if (i < 0) {
+        ctl.values.push(value);
+        ctl.values.sort(function (a, b) { return a - b; });
+        i = ctl.values.indexOf(value);
+        ctl.input.max = String(ctl.values.length - 1);
+      }
+      ctl.input.value = String(i);
+      ctl.input.dispatchEvent(new Event("input", { bubbles: true }));
+    });
+  }
+
+  // ---- Tabs: without script every scenario is shown, one after the other. ----
+  var section = document.getElementById("scenarios");
+  var tabs = Array.prototype.slice.call(document.querySelectorAll("#toc .tab"));
+  function showTab(id) {
+    var found = false;
+    tabs.forEach(function (t) {
+      var on = t.getAttribute("data-tab") === id;
+      found = found || on;
+      t.classList.toggle("active", on);
+      var a = document.getElementById(t.getAttribute("data-tab"));
+      if (a) a.classList.toggle("active", on);
+    });
+    return found;
+  }
+  if (section && tabs.length) {
+    section.classList.add("js-tabs");
+    tabs.forEach(function (t) {
+      t.addEventListener("click", function (e) { e.preventDefault(); showTab(t.getAttribute("data-tab")); });
+    });
+    document.querySelectorAll('a[href^="#sc-"]').forEach(function (a) {
+      if (a.classList.contains("tab")) return;
+      a.addEventListener("click", function () { showTab(a.getAttribute("href").slice(1)); });
+    });
+    showTab(tabs[0].getAttribute("data-tab"));
+  }
+
+  // ---- Tooltips: the SVG <title> of each point, restyled. ----
+  var tipEl = document.getElementById("tip");
+  document.querySelectorAll("circle.pt").forEach(function (c) {
+    var t = c.querySelector("title");
+    if (t) { c.setAttribute("data-tip", t.textContent); t.remove(); }
+  });
+  document.addEventListener("mouseover", function (e) {
+    var t = e.target;
+    if (t && t.getAttribute && t.getAttribute("data-tip")) {
+      tipEl.textContent = t.getAttribute("data-tip");
+      tipEl.hidden = false;
+    }
+  });
+  document.addEventListener("mousemove", function (e) {
+    if (!tipEl.hidden) { tipEl.style.left = (e.clientX + 12) + "px"; tipEl.style.top = (e.clientY + 12) + "px"; }
+  });
+  document.addEventListener("mouseout", function (e) {
+    if (e.target && e.target.getAttribute && e.target.getAttribute("data-tip")) tipEl.hidden = true;
+  });
+
+  applyFragment();
+  window.addEventListener("hashchange", applyFragment);
+  document.body.setAttribute("data-ready", "1");
+})();

@@ -1,0 +1,327 @@
+//! The report at its boundary: the `idemcalc report` command on small scenario directories.
+//! Every run here simulates a few hundred intents, so the suite takes seconds.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
+
+/// A scenario that replays a few hundred intents over two hours: fast, but every part of the
+/// report (figures, budgets, series, outcomes) has something in it.
+fn tiny(name: &str, seed: u64, budgets: &str) -> String {
+    format!(
+        r#"name = "{name}"
+description = "A small run for the tests."
+seed = {seed}
+
+[engine]
+retention = "1h"
+
+[traffic]
+rate = 400
+duration = "2h"
+target = 300
+series_points = 60
+
+[budgets]
+{budgets}
+"#
+    )
+}
+
+fn dir_with(files: &[(&str, String)]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    dir
+}
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn report(scenarios: &Path, out: &Path) -> Run {
+    let o = Command::new(BIN)
+        .args(["report", "--scenarios"])
+        .arg(scenarios)
+        .arg("--out")
+        .arg(out)
+        .output()
+        .unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+fn timeline_scenario() -> String {
+    std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lease-takeover.toml"),
+    )
+    .unwrap()
+}
+
+#[test]
+fn writes_every_file_and_the_same_json_twice() {
+    let dir = dir_with(&[
+        ("a.toml", tiny("a", 1, "max_store_gb = 10")),
+        ("lease-takeover.toml", timeline_scenario()),
+    ]);
+    let out1 = tempfile::tempdir().unwrap();
+    let out2 = tempfile::tempdir().unwrap();
+    let r1 = report(dir.path(), out1.path());
+    assert_eq!(r1.code, 0, "{}\n{}", r1.stdout, r1.stderr);
+    let r2 = report(dir.path(), out2.path());
+    assert_eq!(r2.code, 0, "{}", r2.stderr);
+
+    for f in [
+        "index.html",
+        "summary.json",
+        "summary.md",
+        "tables/a-series.csv",
+        "tables/a-series.parquet",
+        "tables/a-outcomes.csv",
+        "tables/a-figures.parquet",
+    ] {
+        assert!(out1.path().join(f).is_file(), "missing {f}");
+    }
+    let j1 = std::fs::read(out1.path().join("summary.json")).unwrap();
+    let j2 = std::fs::read(out2.path().join("summary.json")).unwrap();
+    assert!(
+        j1 == j2,
+        "same inputs and seed must give a byte-identical summary.json"
+    );
+
+    let json: serde_json::Value = serde_json::from_slice(&j1).unwrap();
+    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["scenarios"][0]["name"], "a");
+    assert_eq!(
+        json["scenarios"][0]["runs"][0]["verdicts"][0]["status"],
+        "ok"
+    );
+    assert_eq!(
+        json["scenarios"][1]["timeline"]["tracking_no"],
+        "GRD000918273"
+    );
+    let text = String::from_utf8_lossy(&j1);
+    assert!(
+        !text.contains("wall_seconds"),
+        "no wall-clock time in the JSON"
+    );
+    assert!(
+        !text.contains(&std::env::temp_dir().display().to_string()),
+        "no temporary path in the JSON"
+    );
+
+    let md = std::fs::read_to_string(out1.path().join("summary.md")).unwrap();
+    assert!(md.contains("| a | 400/s | 1h |"), "{md}");
+    assert!(md.contains("All 1 budget checks hold"), "{md}");
+}
+
+#[test]
+fn a_broken_budget_exits_1_after_writing_everything() {
+    let dir = dir_with(&[
+        ("ok.toml", tiny("ok", 2, "max_duplicates_per_day = 1000000")),
+        (
+            "tight.toml",
+            tiny("tight", 3, "max_store_gb = 0.001\nmax_cost_per_day = 0"),
+        ),
+    ]);
+    let out = tempfile::tempdir().unwrap();
+    let r = report(dir.path(), out.path());
+    assert_eq!(r.code, 1, "{}\n{}", r.stdout, r.stderr);
+    assert!(out.path().join("index.html").is_file());
+    assert!(out.path().join("summary.json").is_file());
+    // Each broken budget with its figure and its limit.
+    assert!(r.stderr.contains("2 budgets broken"), "{}", r.stderr);
+    assert!(
+        r.stderr.contains("tight (1h): max_store_gb:") && r.stderr.contains("> 1 MB"),
+        "{}",
+        r.stderr
+    );
+    assert!(
+        r.stderr.contains("tight (1h): max_cost_per_day:") && r.stderr.contains("> $0.00/day"),
+        "{}",
+        r.stderr
+    );
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["broken_budgets"].as_array().unwrap().len(), 2);
+    assert_eq!(json["broken_budgets"][0]["budget"], "max_store_gb");
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(html.contains("2 of 3 budget checks broken"));
+}
+
+#[test]
+fn bad_scenarios_are_refused_with_file_line_and_field() {
+    let dir = dir_with(&[
+        ("good.toml", tiny("good", 1, "")),
+        (
+            "typo.toml",
+            "name = \"typo\"\n[traffic]\nrate = 400\nreplicas = 3\n".to_string(),
+        ),
+        (
+            "range.toml",
+            "name = \"range\"\n[traffic]\nrate = 400\ndone_fraction = 1.6\n".to_string(),
+        ),
+        (
+            "duration.toml",
+            "name = \"duration\"\n[engine]\nretention = \"two days\"\n[traffic]\n".to_string(),
+        ),
+    ]);
+    let out = tempfile::tempdir().unwrap();
+    let r = report(dir.path(), out.path());
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    for expected in [
+        "typo.toml:4:1: field `traffic.replicas`",
+        "range.toml:4: field `traffic.done_fraction`",
+        "duration.toml:3:13: field `engine.retention`",
+    ] {
+        assert!(r.stderr.contains(expected), "{expected}\n{}", r.stderr);
+    }
+    assert!(
+        !out.path().join("index.html").exists(),
+        "nothing runs on bad input"
+    );
+}
+
+#[test]
+fn the_page_fetches_nothing() {
+    let dir = dir_with(&[("a.toml", tiny("a", 4, ""))]);
+    let out = tempfile::tempdir().unwrap();
+    assert_eq!(report(dir.path(), out.path()).code, 0);
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    for banned in [
+        "src=\"http",
+        "href=\"http",
+        "url(",
+        "@import",
+        "<link",
+        "<iframe",
+        "fetch(",
+        "XMLHttpRequest",
+    ] {
+        assert!(
+            !html.contains(banned),
+            "the page must be self-contained: {banned}"
+        );
+    }
+    // The only absolute URL is the SVG namespace, which is a name, not a request.
+    let urls = html.matches("http").count();
+    let namespaces = html.matches("http://www.w3.org/2000/svg").count();
+    assert_eq!(urls, namespaces);
+    assert!(html.contains("<svg class=\"chart\""));
+    assert!(html.len() < 2_000_000, "{} bytes", html.len());
+}
+
+#[test]
+fn bench_results_add_the_throughput_chart() {
+    let dir = dir_with(&[("a.toml", tiny("a", 5, ""))]);
+    let bench = dir.path().join("bench.json");
+    std::fs::write(
+        &bench,
+        r#"{"results": [{"store": "sqlite", "creates_per_s": 5200, "baseline_creates_per_s": 9100, "overhead_ratio": 1.75, "p50_us": 180, "p99_us": 950, "extra": true}]}"#,
+    )
+    .unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["report", "--quiet", "--scenarios"])
+        .arg(dir.path())
+        .arg("--out")
+        .arg(out.path())
+        .arg("--bench")
+        .arg(&bench)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(html.contains("Engine throughput"));
+    assert!(html.contains("sqlite with keys"));
+    let json = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
+    assert!(json.contains("\"creates_per_s\": 5200.0"));
+}
+
+#[test]
+fn the_bundled_scenarios_all_load() {
+    let dir: PathBuf = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let loaded = idemcalc::report::load_dir(&dir).unwrap_or_else(|errors| {
+        panic!(
+            "{}",
+            errors
+                .iter()
+                .map(|e| e.to_string())
+                .collect::<Vec<_>>()
+                .join("\n")
+        )
+    });
+    let names: Vec<String> = loaded.iter().map(|l| l.file_name()).collect();
+    for required in [
+        "baseline-400.toml",
+        "peak-2000.toml",
+        "retention-3d.toml",
+        "lease-takeover.toml",
+        "failure-new-key-per-attempt.toml",
+        "failure-short-retention.toml",
+        "failure-global-keys.toml",
+        "failure-separate-store.toml",
+        "failure-carrier-without-key.toml",
+        "failure-short-lease.toml",
+    ] {
+        assert!(names.iter().any(|n| n == required), "missing {required}");
+    }
+    // The file name and the scenario's name agree, so a CI log points at the right file.
+    for l in &loaded {
+        assert_eq!(format!("{}.toml", l.scenario.name), l.file_name());
+    }
+}
+
+#[test]
+fn simulate_writes_a_report_too() {
+    let out = tempfile::tempdir().unwrap();
+    let page = out.path().join("run.html");
+    let o = Command::new(BIN)
+        .args([
+            "simulate",
+            "--quiet",
+            "--retention",
+            "1h",
+            "--duration",
+            "2h",
+            "--sample",
+            "0.0005",
+            "--report",
+        ])
+        .arg(&page)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = std::fs::read_to_string(&page).unwrap();
+    assert!(html.contains("Decision figures"));
+    assert!(html.contains("idemcalc simulate at 400"));
+}
+
+/// The example in scenarios/README.md is a valid scenario: documentation that compiles.
+#[test]
+fn the_readme_example_parses() {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/README.md");
+    let text = std::fs::read_to_string(&path).unwrap();
+    let start = text.rfind("```toml\n").expect("a toml example") + "```toml\n".len();
+    let end = start + text[start..].find("```").unwrap();
+    let s = idemcalc::scenario::Scenario::parse(&path, &text[start..end]).unwrap();
+    assert_eq!(s.sim_configs().len(), 3);
+    assert!(s.budgets.is_some());
+}
