@@ -107,7 +107,14 @@ fn a_scenario_with_an_unknown_field_or_a_bad_duration_is_refused_with_file_and_f
         err.contains(unknown.to_str().unwrap()) && err.contains("leese"),
         "{err}"
     );
-    assert!(err.contains("line"), "{err}");
+    // file:line:col, then the field.
+    let at = format!("{}:", unknown.display());
+    let rest = &err[err.find(&at).expect("names the file") + at.len()..];
+    assert!(
+        rest.starts_with(|c: char| c.is_ascii_digit()),
+        "names the line: {err}"
+    );
+    assert!(err.contains("engine.leese"), "{err}");
 
     let bad = dir.path().join("bad-duration.toml");
     std::fs::write(
