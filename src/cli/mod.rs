@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 a budget was broken (`report`) or an invariant failed; 2 bad input
 //! (a flag, a file, a store that cannot be opened).
 
+pub mod bench;
 pub mod scenario;
 
 use clap::{Parser, Subcommand};
@@ -29,6 +30,9 @@ pub enum Command {
     /// Run a scripted timeline (a scenario file's [timeline]) against the engine and show what
     /// each caller got back, the labels stored and what the carrier billed.
     Scenario(scenario::ScenarioArgs),
+    /// Measure the engine's creates per second and latency against a raw-SQL baseline, with or
+    /// without group commit, and check the store invariants afterwards.
+    Bench(bench::BenchArgs),
 }
 
 /// Exit code for bad input.
@@ -41,6 +45,7 @@ pub fn main() -> i32 {
     let cli = Cli::parse();
     let result = match &cli.command {
         Command::Scenario(args) => scenario::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

@@ -4,6 +4,7 @@
 //! each store supplies only its SQL. A [`Tx`] method is one statement of the seed's two
 //! transactions, so the engine reads like the seed's SQL listing.
 
+pub mod group;
 pub mod sqlite;
 
 use crate::clock::Millis;
