@@ -3,6 +3,7 @@
 mod common;
 
 use common::{BODY, KEY, OTHER_BODY};
+use idemcalc::bench::checkpoint::Checkpoints;
 use idemcalc::bench::fill::{self, Filler, Layout};
 use idemcalc::bench::{self, Baseline, BaselineStore, BenchConfig};
 use idemcalc::carrier::Carrier;
@@ -357,12 +358,27 @@ fn small(group: Option<GroupPolicy>, rate_per_s: Option<f64>) -> BenchConfig {
 
 #[test]
 fn a_run_answers_every_kind_and_checks_the_invariants_in_both_modes() {
-    for (group, rate) in [
-        (None, None),
-        (Some(GroupPolicy::default()), None),
-        (Some(GroupPolicy::default()), Some(400.0)),
+    for (group, rate, checkpoints, synchronous) in [
+        (None, None, Checkpoints::Background, Synchronous::Normal),
+        (
+            Some(GroupPolicy::default()),
+            None,
+            Checkpoints::Background,
+            Synchronous::Normal,
+        ),
+        (
+            Some(GroupPolicy::default()),
+            Some(400.0),
+            Checkpoints::Inline,
+            Synchronous::Full,
+        ),
     ] {
-        let report = bench::run(&small(group, rate)).unwrap();
+        let config = BenchConfig {
+            checkpoints,
+            synchronous,
+            ..small(group, rate)
+        };
+        let report = bench::run(&config).unwrap();
         assert!(report.ok, "{}", bench::render_table(&report));
         for side in [&report.engine, &report.baseline] {
             assert!(side.invariants.ok);
@@ -378,6 +394,10 @@ fn a_run_answers_every_kind_and_checks_the_invariants_in_both_modes() {
             assert!(v[kind].as_u64().unwrap() > 0, "no {kind} requests");
         }
         assert_eq!(report.engine.group_commit.is_some(), group.is_some());
+        assert_eq!(
+            report.engine.checkpoints.is_some(),
+            checkpoints == Checkpoints::Background
+        );
         if let Some(g) = report.engine.group_commit {
             assert_eq!(g.lost_batches, 0);
             assert!(g.commits > 0);

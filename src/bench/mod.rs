@@ -8,6 +8,7 @@
 //! label stored.
 
 mod baseline;
+pub mod checkpoint;
 pub mod fill;
 pub mod mix;
 mod report;
@@ -21,6 +22,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::group::{GroupCommitStore, GroupPolicy};
 use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, Synchronous};
+use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
 use serve::{Commits, Counters, Plan, Service, Tally};
@@ -59,6 +61,7 @@ pub struct BenchConfig {
     pub synchronous: Synchronous,
     /// `None`: each transaction commits on its own.
     pub group: Option<GroupPolicy>,
+    pub checkpoints: Checkpoints,
     /// Completed keys (with labels) in each store before the run.
     pub prefill_keys: u64,
     pub seed: u64,
@@ -67,13 +70,16 @@ pub struct BenchConfig {
 impl Default for BenchConfig {
     fn default() -> Self {
         Self {
-            workers: 16,
+            // Flat out, each client has one request in flight, so a group commit can hold at
+            // most this many: 64 lets batches reach ~100 transactions.
+            workers: 64,
             rate_per_s: None,
             duration: Duration::from_secs(10),
             mix: Mix::default(),
             store: None,
             synchronous: Synchronous::Normal,
             group: None,
+            checkpoints: Checkpoints::Background,
             prefill_keys: 100_000,
             seed: 1,
         }
@@ -260,25 +266,23 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         synchronous: config.synchronous,
         ..SqliteOptions::default()
     };
-    let (engine_store, engine_commits): (Box<dyn Store>, Commits) = match config.group {
-        None => (
-            Box::new(SqliteStore::open(&paths.engine, &options)?),
-            Commits::PerTransaction,
-        ),
-        Some(policy) => {
-            let g = GroupCommitStore::open(&paths.engine, &options, policy)?;
-            (Box::new(g.clone()), Commits::Group(g))
+    let (engine_store, engine_commits): (Box<dyn Store>, Commits) =
+        match open(&paths.engine, &options, config)? {
+            BaselineStore::PerTransaction(s) => (Box::new(s), Commits::PerTransaction),
+            BaselineStore::Group(g) => (Box::new(g.clone()), Commits::Group(g)),
+        };
+    let (baseline_store, baseline_commits) = match open(&paths.baseline, &options, config)? {
+        BaselineStore::PerTransaction(s) => {
+            (BaselineStore::PerTransaction(s), Commits::PerTransaction)
         }
+        BaselineStore::Group(g) => (BaselineStore::Group(g.clone()), Commits::Group(g)),
     };
-    let (baseline_store, baseline_commits) = match config.group {
-        None => (
-            BaselineStore::PerTransaction(SqliteStore::open(&paths.baseline, &options)?),
-            Commits::PerTransaction,
-        ),
-        Some(policy) => {
-            let g = GroupCommitStore::open(&paths.baseline, &options, policy)?;
-            (BaselineStore::Group(g.clone()), Commits::Group(g))
-        }
+    let checkpointers = match config.checkpoints {
+        Checkpoints::Inline => None,
+        Checkpoints::Background => Some((
+            Checkpointer::start(&paths.engine, config.synchronous, CHECKPOINT_INTERVAL)?,
+            Checkpointer::start(&paths.baseline, config.synchronous, CHECKPOINT_INTERVAL)?,
+        )),
     };
     // The carrier answers at once and keeps no ledger: the bench measures the engine and its
     // store, not a network call, and a ledger of every purchase would grow for the whole run.
@@ -323,6 +327,10 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         }
     }
 
+    let (engine_ckpt, baseline_ckpt) = match checkpointers {
+        Some((e, b)) => (Some(e.stop()), Some(b.stop())),
+        None => (None, None),
+    };
     let engine_group = group_stats(&engine_side.commits);
     let baseline_group = group_stats(&baseline_side.commits);
     let engine_check = check(
@@ -344,10 +352,35 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         kept: config.store.is_some(),
         slices,
         fill_s,
-        engine: (&engine_side.tally, engine_group, engine_check),
-        baseline: (&baseline_side.tally, baseline_group, baseline_check),
+        engine: (&engine_side.tally, engine_group, engine_ckpt, engine_check),
+        baseline: (
+            &baseline_side.tally,
+            baseline_group,
+            baseline_ckpt,
+            baseline_check,
+        ),
         machine,
     }))
+}
+
+/// Opens one side's store as the run asks: commits on their own or grouped, checkpoints inline or
+/// left to a background checkpointer.
+fn open(
+    path: &Path,
+    options: &SqliteOptions,
+    config: &BenchConfig,
+) -> Result<BaselineStore, StoreError> {
+    let store = match config.group {
+        None => BaselineStore::PerTransaction(SqliteStore::open(path, options)?),
+        Some(policy) => BaselineStore::Group(GroupCommitStore::open(path, options, policy)?),
+    };
+    if config.checkpoints == Checkpoints::Background {
+        match &store {
+            BaselineStore::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
+            BaselineStore::Group(g) => g.set_wal_autocheckpoint(0)?,
+        }
+    }
+    Ok(store)
 }
 
 fn group_stats(commits: &Commits) -> Option<crate::store::group::GroupStats> {

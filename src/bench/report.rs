@@ -1,6 +1,7 @@
 //! What a bench run reports: a JSON document with a schema version, and a table for people.
 
 use super::BenchConfig;
+use super::checkpoint::{CheckpointStats, Checkpoints};
 use super::fill::Layout;
 use super::mix::{Kind, PerKind};
 use super::serve::Tally;
@@ -110,6 +111,8 @@ pub struct SideReport {
     /// Takeovers sent as first runs because the pool of abandoned keys ran out.
     pub takeovers_short: u64,
     pub group_commit: Option<GroupStats>,
+    /// The background checkpointer's work; `null` when checkpoints ran inline.
+    pub checkpoints: Option<CheckpointStats>,
     pub invariants: InvariantCheck,
 }
 
@@ -131,6 +134,7 @@ pub struct ConfigView {
     pub synchronous: Synchronous,
     /// `null`: every transaction commits on its own.
     pub group_commit: Option<GroupPolicyView>,
+    pub checkpoints: Checkpoints,
     pub layout: Layout,
     pub fill_s: f64,
     /// True when the stores were kept (`--store`); false for a temp dir removed afterwards.
@@ -162,6 +166,13 @@ pub struct Report {
     pub machine: Machine,
 }
 
+pub(super) type SideParts<'a> = (
+    &'a Tally,
+    Option<GroupStats>,
+    Option<CheckpointStats>,
+    InvariantCheck,
+);
+
 pub(super) struct Parts<'a> {
     pub config: &'a BenchConfig,
     pub layout: &'a Layout,
@@ -170,8 +181,8 @@ pub(super) struct Parts<'a> {
     pub kept: bool,
     pub slices: u32,
     pub fill_s: f64,
-    pub engine: (&'a Tally, Option<GroupStats>, InvariantCheck),
-    pub baseline: (&'a Tally, Option<GroupStats>, InvariantCheck),
+    pub engine: SideParts<'a>,
+    pub baseline: SideParts<'a>,
     pub machine: Machine,
 }
 
@@ -193,7 +204,7 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-fn side(path: &Path, t: &Tally, group: Option<GroupStats>, inv: InvariantCheck) -> SideReport {
+fn side(path: &Path, (t, group, checkpoints, inv): SideParts<'_>) -> SideReport {
     SideReport {
         store: format!("sqlite:{}", path.display()),
         requests: t.requests(),
@@ -206,6 +217,7 @@ fn side(path: &Path, t: &Tally, group: Option<GroupStats>, inv: InvariantCheck) 
         first_problem: t.first_problem.clone(),
         takeovers_short: t.takeovers_short,
         group_commit: group,
+        checkpoints,
         invariants: inv,
     }
 }
@@ -221,10 +233,9 @@ impl SideReport {
 
 impl Report {
     pub(super) fn build(p: Parts<'_>) -> Self {
-        let (et, eg, ei) = p.engine;
-        let (bt, bg, bi) = p.baseline;
-        let engine = side(p.engine_path, et, eg, ei);
-        let baseline = side(p.baseline_path, bt, bg, bi);
+        let (et, bt) = (p.engine.0, p.baseline.0);
+        let engine = side(p.engine_path, p.engine);
+        let baseline = side(p.baseline_path, p.baseline);
         let c = p.config;
         Self {
             schema_version: SCHEMA_VERSION,
@@ -250,6 +261,7 @@ impl Report {
                     max_batch: g.max_batch,
                     max_wait_us: g.max_wait.as_micros() as u64,
                 }),
+                checkpoints: c.checkpoints,
                 layout: *p.layout,
                 fill_s: p.fill_s,
                 stores_kept: p.kept,
@@ -324,9 +336,13 @@ pub fn render_table(r: &Report) -> String {
             latency(g.max_wait_us)
         ),
     };
+    let checkpoints = match c.checkpoints {
+        Checkpoints::Background => "checkpoints in the background",
+        Checkpoints::Inline => "checkpoints inline",
+    };
     let _ = writeln!(
         out,
-        "idemcalc bench: SQLite WAL, synchronous={}, {commit}",
+        "idemcalc bench: SQLite WAL, synchronous={}, {checkpoints}, {commit}",
         sync_name(c.synchronous)
     );
     let _ = writeln!(

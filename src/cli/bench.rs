@@ -1,4 +1,5 @@
 use super::{EXIT_BUDGET, Format};
+use crate::bench::checkpoint::Checkpoints;
 use crate::bench::{self, BenchConfig, mix::Mix};
 use crate::store::Synchronous;
 use crate::store::group::GroupPolicy;
@@ -13,6 +14,12 @@ pub enum SyncArg {
     Full,
     /// No fsync at all, not even at checkpoints.
     Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckpointArg {
+    Background,
+    Inline,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -32,12 +39,17 @@ The mix (--mix) gives relative weights to kinds of CreateLabel call, e.g.
   reused    a completed key with another body: 422 (also written 422)
 Omitted kinds get weight 0.
 
+With --group-commit on, a batch commits when it holds --batch logical transactions, when its
+first has waited --max-wait, or as soon as no request is waiting (holding it open then would
+only delay the answers already in it). Answers are sent only after their batch has committed.
+
 The engine and the raw-SQL baseline (the same statements in the same transactions, without the
 engine) run on identical pre-filled stores in alternating slices of about a second, each for
 --duration. Exit codes: 0 ok; 1 an answer or an invariant was wrong; 2 bad input.")]
 pub struct BenchArgs {
-    /// Client threads, each with one request outstanding.
-    #[arg(long, default_value_t = 16)]
+    /// Client threads, each with one request outstanding: flat out, the most requests one
+    /// group commit can hold; at a target rate, the most that can queue.
+    #[arg(long, default_value_t = BenchConfig::default().workers)]
     pub workers: u32,
     /// Target rate in creates per second, open loop (latency counts from when a request was due,
     /// so it includes queueing). Default: flat out.
@@ -65,8 +77,12 @@ pub struct BenchArgs {
     /// With group commit: longest a batch stays open after its first transaction, e.g. 2ms.
     #[arg(long, default_value = "2ms", value_parser = crate::duration::clap_parse)]
     pub max_wait: Duration,
+    /// Who runs WAL checkpoints: a background connection (as a server would), or SQLite inside
+    /// the commit that fills the WAL to 1,000 pages (its default).
+    #[arg(long, value_enum, default_value = "background")]
+    pub checkpoint: CheckpointArg,
     /// Completed keys (with their labels) in each store before the run.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, default_value_t = BenchConfig::default().prefill_keys)]
     pub prefill: u64,
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
@@ -90,6 +106,10 @@ impl BenchArgs {
                 max_batch: self.batch,
                 max_wait: self.max_wait,
             }),
+            checkpoints: match self.checkpoint {
+                CheckpointArg::Background => Checkpoints::Background,
+                CheckpointArg::Inline => Checkpoints::Inline,
+            },
             prefill_keys: self.prefill,
             ..BenchConfig::default()
         }
