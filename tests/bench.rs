@@ -5,7 +5,7 @@ mod common;
 use common::{BODY, KEY, OTHER_BODY};
 use idemcalc::bench::checkpoint::Checkpoints;
 use idemcalc::bench::fill::{self, Filler, Layout};
-use idemcalc::bench::{self, Baseline, BaselineStore, BenchConfig};
+use idemcalc::bench::{self, Baseline, BenchConfig, SqliteWriter};
 use idemcalc::carrier::Carrier;
 use idemcalc::clock::{Clock, SystemClock, VirtualClock};
 use idemcalc::engine::{Begun, Engine, EngineConfig, Outcome, Request};
@@ -282,7 +282,7 @@ fn baseline_leaves_the_rows_the_engine_leaves() {
         Arc::new(SystemClock),
         EngineConfig::default(),
     );
-    let mut baseline = Baseline::new(BaselineStore::PerTransaction(other(&baseline_path)));
+    let mut baseline = Baseline::new(SqliteWriter::PerTransaction(other(&baseline_path)));
     let fresh = layout.fresh_from();
     let takeover = layout.lease_expired_ids().start;
     let replay = layout.completed_ids().start;

@@ -35,17 +35,17 @@ const COMPLETE_KEY: &str = "UPDATE idempotency_keys
 const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
                  ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING";
 
-/// Where the baseline's transactions go: each commits on its own, or joins a group commit.
-pub enum BaselineStore {
+/// A side's writer connection: each transaction commits on its own, or joins a group commit.
+pub enum SqliteWriter {
     PerTransaction(SqliteStore),
     Group(GroupCommitStore),
 }
 
-impl BaselineStore {
+impl SqliteWriter {
     pub fn as_store(&mut self) -> &mut dyn Store {
         match self {
-            BaselineStore::PerTransaction(s) => s,
-            BaselineStore::Group(g) => g,
+            SqliteWriter::PerTransaction(s) => s,
+            SqliteWriter::Group(g) => g,
         }
     }
 }
@@ -61,12 +61,12 @@ enum Claim {
 }
 
 pub struct Baseline {
-    store: BaselineStore,
+    store: SqliteWriter,
     next_token: u128,
 }
 
 impl Baseline {
-    pub fn new(store: BaselineStore) -> Self {
+    pub fn new(store: SqliteWriter) -> Self {
         Self {
             store,
             next_token: 1,
@@ -83,7 +83,7 @@ impl Baseline {
         f: impl FnOnce(&Connection) -> rusqlite::Result<(R, End)>,
     ) -> Result<R, StoreError> {
         match &mut self.store {
-            BaselineStore::PerTransaction(s) => {
+            SqliteWriter::PerTransaction(s) => {
                 let location = s.path().display().to_string();
                 let err = |source| StoreError::Sqlite {
                     location: location.clone(),
@@ -100,7 +100,7 @@ impl Baseline {
                 }
                 Ok(r)
             }
-            BaselineStore::Group(g) => {
+            SqliteWriter::Group(g) => {
                 let location = g.describe();
                 let tx = g.begin_logical()?;
                 let (r, end) =

@@ -14,7 +14,7 @@ pub mod mix;
 mod report;
 mod serve;
 
-pub use baseline::{Baseline, BaselineStore};
+pub use baseline::{Baseline, SqliteWriter};
 pub use report::{InvariantCheck, Machine, Percentiles, Report, SideReport, render_table};
 
 use crate::carrier::{Carrier, CarrierConfig, Latency};
@@ -268,14 +268,14 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
     };
     let (engine_store, engine_commits): (Box<dyn Store>, Commits) =
         match open(&paths.engine, &options, config)? {
-            BaselineStore::PerTransaction(s) => (Box::new(s), Commits::PerTransaction),
-            BaselineStore::Group(g) => (Box::new(g.clone()), Commits::Group(g)),
+            SqliteWriter::PerTransaction(s) => (Box::new(s), Commits::PerTransaction),
+            SqliteWriter::Group(g) => (Box::new(g.clone()), Commits::Group(g)),
         };
     let (baseline_store, baseline_commits) = match open(&paths.baseline, &options, config)? {
-        BaselineStore::PerTransaction(s) => {
-            (BaselineStore::PerTransaction(s), Commits::PerTransaction)
+        SqliteWriter::PerTransaction(s) => {
+            (SqliteWriter::PerTransaction(s), Commits::PerTransaction)
         }
-        BaselineStore::Group(g) => (BaselineStore::Group(g.clone()), Commits::Group(g)),
+        SqliteWriter::Group(g) => (SqliteWriter::Group(g.clone()), Commits::Group(g)),
     };
     let checkpointers = match config.checkpoints {
         Checkpoints::Inline => None,
@@ -317,13 +317,13 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
     let length = config.duration / slices;
     for n in 0..u64::from(slices) {
         // Engine first in even pairs, baseline first in odd ones: a drift in the machine's load
-        // during the run does not favour either.
+        // during the run does not favour either. Both get the same seed, so the same draws.
         if n % 2 == 0 {
-            engine_side.slice(config, &layout, length, 2 * n);
-            baseline_side.slice(config, &layout, length, 2 * n + 1);
+            engine_side.slice(config, &layout, length, n);
+            baseline_side.slice(config, &layout, length, n);
         } else {
-            baseline_side.slice(config, &layout, length, 2 * n);
-            engine_side.slice(config, &layout, length, 2 * n + 1);
+            baseline_side.slice(config, &layout, length, n);
+            engine_side.slice(config, &layout, length, n);
         }
     }
 
@@ -369,15 +369,15 @@ fn open(
     path: &Path,
     options: &SqliteOptions,
     config: &BenchConfig,
-) -> Result<BaselineStore, StoreError> {
+) -> Result<SqliteWriter, StoreError> {
     let store = match config.group {
-        None => BaselineStore::PerTransaction(SqliteStore::open(path, options)?),
-        Some(policy) => BaselineStore::Group(GroupCommitStore::open(path, options, policy)?),
+        None => SqliteWriter::PerTransaction(SqliteStore::open(path, options)?),
+        Some(policy) => SqliteWriter::Group(GroupCommitStore::open(path, options, policy)?),
     };
     if config.checkpoints == Checkpoints::Background {
         match &store {
-            BaselineStore::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
-            BaselineStore::Group(g) => g.set_wal_autocheckpoint(0)?,
+            SqliteWriter::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
+            SqliteWriter::Group(g) => g.set_wal_autocheckpoint(0)?,
         }
     }
     Ok(store)
