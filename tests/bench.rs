@@ -372,6 +372,7 @@ fn a_run_answers_every_kind_and_checks_the_invariants_in_both_modes() {
             Checkpoints::Inline,
             Synchronous::Full,
         ),
+        (None, Some(400.0), Checkpoints::Deferred, Synchronous::Off),
     ] {
         let config = BenchConfig {
             checkpoints,

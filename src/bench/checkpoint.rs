@@ -31,6 +31,10 @@ pub enum Checkpoints {
     Background,
     /// SQLite's default: the commit that fills the WAL to 1,000 pages.
     Inline,
+    /// None while measuring (the WAL grows; the last connection to close checkpoints it). Not a
+    /// way to run a server: a diagnostic that separates what the engine costs from what
+    /// checkpoint fsyncs do to the tail on this disk.
+    Deferred,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]

@@ -278,7 +278,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         SqliteWriter::Group(g) => (SqliteWriter::Group(g.clone()), Commits::Group(g)),
     };
     let checkpointers = match config.checkpoints {
-        Checkpoints::Inline => None,
+        Checkpoints::Inline | Checkpoints::Deferred => None,
         Checkpoints::Background => Some((
             Checkpointer::start(&paths.engine, config.synchronous, CHECKPOINT_INTERVAL)?,
             Checkpointer::start(&paths.baseline, config.synchronous, CHECKPOINT_INTERVAL)?,
@@ -374,7 +374,7 @@ fn open(
         None => SqliteWriter::PerTransaction(SqliteStore::open(path, options)?),
         Some(policy) => SqliteWriter::Group(GroupCommitStore::open(path, options, policy)?),
     };
-    if config.checkpoints == Checkpoints::Background {
+    if config.checkpoints != Checkpoints::Inline {
         match &store {
             SqliteWriter::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
             SqliteWriter::Group(g) => g.set_wal_autocheckpoint(0)?,

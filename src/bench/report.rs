@@ -160,6 +160,9 @@ pub struct Report {
     pub commit_mode: String,
     pub latency_us: Percentiles,
     pub baseline_latency_us: Percentiles,
+    /// How late the clients sent requests (part of the latencies above): when its p99 nears
+    /// theirs, the load generator was starved and the tail says more about the machine.
+    pub client_send_lag_us: Percentiles,
     pub config: ConfigView,
     pub engine: SideReport,
     pub baseline: SideReport,
@@ -250,6 +253,11 @@ impl Report {
             },
             latency_us: Percentiles::of(&et.latency_us),
             baseline_latency_us: Percentiles::of(&bt.latency_us),
+            client_send_lag_us: {
+                let mut lag = et.send_lag_us.clone();
+                let _ = lag.add(&bt.send_lag_us);
+                Percentiles::of(&lag)
+            },
             config: ConfigView {
                 workers: c.workers,
                 rate_per_s: c.rate_per_s,
@@ -339,6 +347,7 @@ pub fn render_table(r: &Report) -> String {
     let checkpoints = match c.checkpoints {
         Checkpoints::Background => "checkpoints in the background",
         Checkpoints::Inline => "checkpoints inline",
+        Checkpoints::Deferred => "checkpoints deferred until after the run (diagnostic)",
     };
     let _ = writeln!(
         out,
@@ -390,6 +399,14 @@ pub fn render_table(r: &Report) -> String {
         "overhead ratio {:.2} (engine writer time per create over the baseline's); rate {:.0} % of the baseline's",
         r.overhead_ratio,
         r.rate_vs_baseline * 100.0
+    );
+    let lag = &r.client_send_lag_us;
+    let _ = writeln!(
+        out,
+        "client send lag (part of latency): p50 {}, p99 {}, max {}",
+        latency(lag.p50),
+        latency(lag.p99),
+        latency(lag.max)
     );
     let kinds: Vec<String> = Kind::ALL
         .iter()

@@ -92,6 +92,10 @@ pub struct Plan<'a> {
 pub struct Tally {
     /// Microseconds from when each request was due to when its answer arrived.
     pub latency_us: Histogram<u64>,
+    /// Microseconds from when each request was due to when its client sent it: the load
+    /// generator's own lateness (a client still waiting, or not yet scheduled by the OS). It is
+    /// part of the latency above; a large one says the machine, not the engine, was the limit.
+    pub send_lag_us: Histogram<u64>,
     pub by_kind: PerKind<u64>,
     /// 201s given to callers: each must have its label in the store.
     pub created: u64,
@@ -110,11 +114,15 @@ pub struct Tally {
 /// Latencies up to an hour, to 3 significant digits.
 const LATENCY_MAX_US: u64 = 3_600_000_000;
 
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, 3).expect("static histogram bounds are valid")
+}
+
 impl Tally {
     pub fn new() -> Self {
         Self {
-            latency_us: Histogram::new_with_bounds(1, LATENCY_MAX_US, 3)
-                .expect("static histogram bounds are valid"),
+            latency_us: histogram(),
+            send_lag_us: histogram(),
             by_kind: PerKind::default(),
             created: 0,
             unexpected: 0,
@@ -134,6 +142,7 @@ impl Tally {
     pub fn absorb(&mut self, other: Tally) {
         // Both histograms share bounds, so adding cannot fail.
         let _ = self.latency_us.add(&other.latency_us);
+        let _ = self.send_lag_us.add(&other.send_lag_us);
         for kind in Kind::ALL {
             *self.by_kind.get_mut(kind) += other.by_kind.get(kind);
         }
@@ -335,6 +344,9 @@ fn client(
             key: key(order_id),
             body: body(order_id, weight_g),
         };
+        tally
+            .send_lag_us
+            .saturating_record(due.elapsed().as_micros().max(1) as u64);
         if jobs.send(job).is_err() {
             tally.problem("the writer stopped early".into());
             break;

@@ -20,6 +20,7 @@ pub enum SyncArg {
 pub enum CheckpointArg {
     Background,
     Inline,
+    Deferred,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -77,8 +78,9 @@ pub struct BenchArgs {
     /// With group commit: longest a batch stays open after its first transaction, e.g. 2ms.
     #[arg(long, default_value = "2ms", value_parser = crate::duration::clap_parse)]
     pub max_wait: Duration,
-    /// Who runs WAL checkpoints: a background connection (as a server would), or SQLite inside
-    /// the commit that fills the WAL to 1,000 pages (its default).
+    /// Who runs WAL checkpoints: a background connection once a second (as a server would);
+    /// SQLite inside the commit that fills the WAL to 1,000 pages (its default); or nobody until
+    /// the run is over (a diagnostic: the engine's latency without checkpoint fsyncs).
     #[arg(long, value_enum, default_value = "background")]
     pub checkpoint: CheckpointArg,
     /// Completed keys (with their labels) in each store before the run.
@@ -109,6 +111,7 @@ impl BenchArgs {
             checkpoints: match self.checkpoint {
                 CheckpointArg::Background => Checkpoints::Background,
                 CheckpointArg::Inline => Checkpoints::Inline,
+                CheckpointArg::Deferred => Checkpoints::Deferred,
             },
             prefill_keys: self.prefill,
             ..BenchConfig::default()
