@@ -2,6 +2,7 @@
 //!
 //! See ARCHITECTURE.md for the module map and how a scenario becomes a report.
 
+pub mod bench;
 pub mod carrier;
 pub mod cli;
 pub mod clock;

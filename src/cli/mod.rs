@@ -4,6 +4,7 @@
 //! Exit codes: 0 success; 1 a budget was broken (`report`) or an invariant failed; 2 bad input
 //! (a flag, a file, a store that cannot be opened).
 
+pub mod bench;
 pub mod estimate;
 pub mod report;
 pub mod scenario;
@@ -45,6 +46,9 @@ pub enum Command {
     /// self-contained page), summary.json, summary.md and the CSV/Parquet tables. Exits 1 when
     /// a budget is broken, after writing everything.
     Report(report::ReportArgs),
+    /// Measure the engine's creates per second and latency against a raw-SQL baseline, with or
+    /// without group commit, and check the store invariants afterwards.
+    Bench(bench::BenchArgs),
 }
 
 /// Exit code for bad input.
@@ -60,6 +64,7 @@ pub fn main() -> i32 {
         Command::Estimate(args) => estimate::run(args).map(|()| 0),
         Command::Simulate(args) => simulate::run(args),
         Command::Report(args) => report::run(args),
+        Command::Bench(args) => bench::run(args),
     };
     match result {
         Ok(code) => code,

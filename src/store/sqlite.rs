@@ -140,6 +140,29 @@ impl SqliteStore {
         &self.path
     }
 
+    /// Sets `PRAGMA wal_autocheckpoint`: 0 leaves checkpoints to another connection (a
+    /// background checkpointer), so this connection's commits never wait for the fsyncs of one.
+    pub fn set_wal_autocheckpoint(&self, pages: u32) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))
+            .map_err(|e| self.err(e))
+    }
+
+    /// The connection, for group commit (which runs its own `BEGIN IMMEDIATE`, savepoints and
+    /// `COMMIT` on it) and for the bench's raw-SQL baseline.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
+    }
+
+    /// The engine's statements inside a transaction or savepoint that the caller opened on this
+    /// connection and will end itself: `commit` does nothing and dropping rolls nothing back.
+    pub(crate) fn enclosed_tx(&self) -> impl Tx + '_ {
+        SqliteTx {
+            tx: Scope::Enclosed(&self.conn),
+            location: self.path.as_path(),
+        }
+    }
+
     fn err(&self, e: rusqlite::Error) -> StoreError {
         self_err(&self.path.display().to_string(), e)
     }
@@ -167,8 +190,27 @@ fn explain(e: &rusqlite::Error) -> String {
     }
 }
 
+/// What a [`SqliteTx`]'s statements run inside: a transaction of its own, or one that the caller
+/// opened and will end itself (group commit's savepoints, `store::group`), so both run the very
+/// same statements.
+enum Scope<'c> {
+    Own(rusqlite::Transaction<'c>),
+    Enclosed(&'c Connection),
+}
+
+impl std::ops::Deref for Scope<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        match self {
+            Scope::Own(tx) => tx,
+            Scope::Enclosed(conn) => conn,
+        }
+    }
+}
+
 struct SqliteTx<'c> {
-    tx: rusqlite::Transaction<'c>,
+    tx: Scope<'c>,
     location: &'c Path,
 }
 
@@ -428,7 +470,11 @@ impl Tx for SqliteTx<'_> {
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
         let location = self.location.display().to_string();
-        self.tx.commit().map_err(|e| self_err(&location, e))
+        match self.tx {
+            Scope::Own(tx) => tx.commit().map_err(|e| self_err(&location, e)),
+            // The caller that opened the enclosing transaction ends it.
+            Scope::Enclosed(_) => Ok(()),
+        }
     }
 }
 
@@ -439,7 +485,10 @@ impl Store for SqliteStore {
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(|e| self_err(&location.display().to_string(), e))?;
-        Ok(Box::new(SqliteTx { tx, location }))
+        Ok(Box::new(SqliteTx {
+            tx: Scope::Own(tx),
+            location,
+        }))
     }
 
     fn sweep_batch(

@@ -1,0 +1,203 @@
+//! The raw-SQL baseline: the statements of the engine's two transactions, issued directly with
+//! rusqlite, without the engine (no key checks, no hashing, no JSON, no validation, no carrier).
+//!
+//! It runs the same statements in the same transactions with the same commit mode as the engine
+//! (its own transaction each, or a savepoint each in a group commit), so the ratio of the two is
+//! what the engine adds. The statements are the ones `store/sqlite.rs` prepares; the test
+//! `baseline_leaves_the_rows_the_engine_leaves` in `tests/bench.rs` holds the two together.
+
+use super::fill::{CALLER, COST_CENTS, RETENTION_MS, label_body, tracking_no};
+use super::serve::{Job, Service};
+use crate::clock::{Clock, Millis, SystemClock};
+use crate::engine::Outcome;
+use crate::store::group::GroupCommitStore;
+use crate::store::{SqliteStore, Store, StoreError};
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+/// The engine's default lease, so baseline claims look like the engine's.
+const LEASE_MS: Millis = 30_000;
+/// The baseline does no hashing: every key it claims gets this request hash.
+const NO_HASH: [u8; 32] = [0; 32];
+
+const INSERT_KEY: &str = "INSERT INTO idempotency_keys
+                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)
+                 ON CONFLICT (caller_id, idem_key) DO NOTHING";
+const LOCK_KEY: &str = "SELECT request_hash, state, locked_until, lease_token, response_status, \
+                           response_body, created_at, expires_at FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2";
+const TAKE_OVER: &str = "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
+                  WHERE caller_id = ?1 AND idem_key = ?2";
+const COMPLETE_KEY: &str = "UPDATE idempotency_keys
+                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                        response_status = ?3, response_body = ?4, expires_at = ?5
+                  WHERE caller_id = ?1 AND idem_key = ?2
+                    AND state = 'started' AND lease_token = ?6";
+const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING";
+
+/// A side's writer connection: each transaction commits on its own, or joins a group commit.
+pub enum SqliteWriter {
+    PerTransaction(SqliteStore),
+    Group(GroupCommitStore),
+}
+
+impl SqliteWriter {
+    pub fn as_store(&mut self) -> &mut dyn Store {
+        match self {
+            SqliteWriter::PerTransaction(s) => s,
+            SqliteWriter::Group(g) => g,
+        }
+    }
+}
+
+enum End {
+    Commit,
+    Rollback,
+}
+
+enum Claim {
+    Owned,
+    Answered(Outcome),
+}
+
+pub struct Baseline {
+    store: SqliteWriter,
+    next_token: u128,
+}
+
+impl Baseline {
+    pub fn new(store: SqliteWriter) -> Self {
+        Self {
+            store,
+            next_token: 1,
+        }
+    }
+
+    pub fn store(&mut self) -> &mut dyn Store {
+        self.store.as_store()
+    }
+
+    /// Runs `f` in one transaction (or logical transaction), ending it as `f` says.
+    fn tx<R>(
+        &mut self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<(R, End)>,
+    ) -> Result<R, StoreError> {
+        match &mut self.store {
+            SqliteWriter::PerTransaction(s) => {
+                let location = s.path().display().to_string();
+                let err = |source| StoreError::Sqlite {
+                    location: location.clone(),
+                    source,
+                };
+                let tx = rusqlite::Transaction::new_unchecked(
+                    s.connection(),
+                    TransactionBehavior::Immediate,
+                )
+                .map_err(err)?;
+                let (r, end) = f(&tx).map_err(err)?;
+                if let End::Commit = end {
+                    tx.commit().map_err(err)?;
+                }
+                Ok(r)
+            }
+            SqliteWriter::Group(g) => {
+                let location = g.describe();
+                let tx = g.begin_logical()?;
+                let (r, end) =
+                    f(tx.connection()).map_err(|source| StoreError::Sqlite { location, source })?;
+                if let End::Commit = end {
+                    tx.commit_logical()?;
+                }
+                Ok(r)
+            }
+        }
+    }
+
+    /// One CreateLabel as bare SQL: txn 1 (claim, or read and decide), then txn 2 (complete the
+    /// key and insert the label) when the key was claimed or taken over.
+    pub fn create(&mut self, order_id: i64, key: &str) -> Result<Outcome, StoreError> {
+        let now = SystemClock.now_ms();
+        let token = self.next_token.to_le_bytes();
+        self.next_token += 1;
+        let claim = self.tx(|c| {
+            let inserted = c.prepare_cached(INSERT_KEY)?.execute(params![
+                CALLER,
+                key,
+                &NO_HASH[..],
+                now + LEASE_MS,
+                &token[..],
+                now,
+                now + RETENTION_MS
+            ])?;
+            if inserted == 1 {
+                return Ok((Claim::Owned, End::Commit));
+            }
+            let row = c
+                .prepare_cached(LOCK_KEY)?
+                .query_row(params![CALLER, key], read_key_row)
+                .optional()?;
+            let Some((state, locked_until)) = row else {
+                return Ok((Claim::Answered(Outcome::InProgress), End::Rollback));
+            };
+            if state == "completed" {
+                return Ok((Claim::Answered(Outcome::Replayed), End::Rollback));
+            }
+            if locked_until.is_some_and(|until| until > now) {
+                return Ok((Claim::Answered(Outcome::InProgress), End::Rollback));
+            }
+            c.prepare_cached(TAKE_OVER)?.execute(params![
+                CALLER,
+                key,
+                now + LEASE_MS,
+                &token[..]
+            ])?;
+            Ok((Claim::Owned, End::Commit))
+        })?;
+        if let Claim::Answered(outcome) = claim {
+            return Ok(outcome);
+        }
+        let label_id = format!("B-{order_id}");
+        let body = label_body(&label_id, order_id);
+        self.tx(|c| {
+            let done = c.prepare_cached(COMPLETE_KEY)?.execute(params![
+                CALLER,
+                key,
+                201,
+                body,
+                now + RETENTION_MS,
+                &token[..]
+            ])?;
+            if done != 1 {
+                return Ok((Outcome::InProgress, End::Rollback));
+            }
+            c.prepare_cached(INSERT_LABEL)?.execute(params![
+                label_id,
+                order_id,
+                1,
+                1,
+                tracking_no(order_id),
+                COST_CENTS,
+                key
+            ])?;
+            Ok((Outcome::Created, End::Commit))
+        })
+    }
+}
+
+/// Reads every column, as the engine does, and keeps what the decision needs.
+fn read_key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<Millis>)> {
+    let _hash: Vec<u8> = r.get(0)?;
+    let _token: Option<Vec<u8>> = r.get(3)?;
+    let _status: Option<u16> = r.get(4)?;
+    let _body: Option<String> = r.get(5)?;
+    let _created: Millis = r.get(6)?;
+    let _expires: Millis = r.get(7)?;
+    Ok((r.get(1)?, r.get(2)?))
+}
+
+impl Service for Baseline {
+    fn serve(&mut self, job: Job) -> Result<Outcome, String> {
+        self.create(job.order_id, &job.key)
+            .map_err(|e| e.to_string())
+    }
+}

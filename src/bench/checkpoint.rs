@@ -1,0 +1,105 @@
+//! WAL checkpoints on a thread of their own.
+//!
+//! In WAL mode a commit appends to the WAL; a checkpoint copies the WAL back into the database
+//! file and, unless `synchronous = OFF`, fsyncs both files. By default SQLite runs it inside the
+//! commit that takes the WAL past 1,000 pages, so that commit, and every request queued behind
+//! it, waits for two fsyncs (4 to 8 ms each on this machine's disk): at 2,000 creates/s of about
+//! 8 pages each, that is 16 stalls a second. A server keeps checkpoints off the commit path by
+//! setting `wal_autocheckpoint = 0` on its writer and checkpointing from another connection with
+//! `PASSIVE`, which never blocks the writer. The writer still syncs the WAL header once when it
+//! restarts the WAL after a complete checkpoint, so checkpoints are spaced out rather than
+//! continuous.
+
+use crate::store::{SqliteOptions, SqliteStore, StoreError, Synchronous};
+use serde::Serialize;
+use std::path::Path;
+use std::sync::mpsc::{self, RecvTimeoutError, Sender};
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+/// Time between background checkpoints: each costs the writer one WAL-header fsync when it next
+/// restarts the WAL, so one a second keeps that to a single stall a second, while the WAL grows
+/// by at most a second of commits (tens of MB flat out).
+pub const CHECKPOINT_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Who runs checkpoints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Checkpoints {
+    /// A thread of the bench with its own connection, every [`CHECKPOINT_INTERVAL`].
+    #[default]
+    Background,
+    /// SQLite's default: the commit that fills the WAL to 1,000 pages.
+    Inline,
+    /// None while measuring (the WAL grows; the last connection to close checkpoints it). Not a
+    /// way to run a server: a diagnostic that separates what the engine costs from what
+    /// checkpoint fsyncs do to the tail on this disk.
+    Deferred,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct CheckpointStats {
+    pub checkpoints: u64,
+    /// WAL frames copied into the database file.
+    pub frames: u64,
+    pub longest_ms: f64,
+    pub errors: u64,
+}
+
+pub struct Checkpointer {
+    stop: Sender<()>,
+    thread: JoinHandle<CheckpointStats>,
+}
+
+impl Checkpointer {
+    /// Opens a connection of its own to `path` and checkpoints every `interval` until stopped.
+    /// Its `synchronous` setting decides whether the checkpoint fsyncs, so it gets the writer's.
+    pub fn start(
+        path: &Path,
+        synchronous: Synchronous,
+        interval: Duration,
+    ) -> Result<Self, StoreError> {
+        let store = SqliteStore::open(
+            path,
+            &SqliteOptions {
+                synchronous,
+                ..SqliteOptions::default()
+            },
+        )?;
+        let (stop, stopped) = mpsc::channel::<()>();
+        let thread = thread::Builder::new()
+            .name("bench-checkpointer".into())
+            .spawn(move || {
+                let mut stats = CheckpointStats::default();
+                while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
+                    let t0 = Instant::now();
+                    let done =
+                        store
+                            .connection()
+                            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+                                r.get::<_, i64>(2)
+                            });
+                    match done {
+                        Ok(frames) => {
+                            stats.checkpoints += 1;
+                            stats.frames += frames.max(0) as u64;
+                            let ms = t0.elapsed().as_secs_f64() * 1e3;
+                            stats.longest_ms = stats.longest_ms.max(ms);
+                        }
+                        Err(_) => stats.errors += 1,
+                    }
+                }
+                stats
+            })
+            .map_err(|e| StoreError::Open {
+                location: path.display().to_string(),
+                message: format!("cannot start the checkpoint thread: {e}"),
+            })?;
+        Ok(Self { stop, thread })
+    }
+
+    pub fn stop(self) -> CheckpointStats {
+        let _ = self.stop.send(());
+        self.thread.join().unwrap_or_default()
+    }
+}

@@ -1,0 +1,404 @@
+//! `idemcalc bench`: how fast the engine creates labels, and what it costs against the bare SQL.
+//!
+//! A run fills two identical stores (one for the engine, one for the raw-SQL baseline), then
+//! measures both in alternating slices of about a second (engine, baseline, baseline, engine, …)
+//! so that noise from a shared machine falls on both alike. Each slice drives one writer thread
+//! with `workers` clients, flat out or open loop at a target rate (see `serve`). At the end the
+//! store invariants are checked on both stores, and every 201 handed to a client must have its
+//! label stored.
+
+mod baseline;
+pub mod checkpoint;
+pub mod fill;
+pub mod mix;
+mod report;
+mod serve;
+
+pub use baseline::{Baseline, SqliteWriter};
+pub use report::{InvariantCheck, Machine, Percentiles, Report, SideReport, render_table};
+
+use crate::carrier::{Carrier, CarrierConfig, Latency};
+use crate::clock::{Clock, SystemClock};
+use crate::engine::{Engine, EngineConfig};
+use crate::store::group::{GroupCommitStore, GroupPolicy};
+use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, Synchronous};
+use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
+use fill::{Filler, Layout};
+use mix::{Kind, Mix};
+use serve::{Commits, Counters, Plan, Service, Tally};
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// Bounds on what a run may ask for: each keeps a typo from filling a disk or running all day.
+pub const MAX_WORKERS: u32 = 1024;
+pub const MAX_RATE_PER_S: f64 = 1_000_000.0;
+pub const MIN_DURATION: Duration = Duration::from_millis(10);
+pub const MAX_DURATION: Duration = Duration::from_secs(3600);
+pub const MAX_PREFILL_KEYS: u64 = 50_000_000;
+/// Keys held by a live lease, for 409s: enough that 409s do not all hit one row.
+pub const HELD_KEYS: u64 = 1000;
+/// The rate the pool of abandoned keys (one per takeover) is planned for when running flat out:
+/// well above the ~25,000/s two cores reach with group commit. A run that outruns it sends the
+/// rest of its takeovers as first runs and reports how many.
+pub const FLAT_OUT_PLANNING_RATE: f64 = 100_000.0;
+/// At most this many abandoned keys are written, whatever the plan: ~1 GB of store.
+pub const MAX_PLANNED_TAKEOVERS: u64 = 2_000_000;
+/// Slices last about this long; each side gets half of every pair of slices.
+pub const SLICE: Duration = Duration::from_secs(1);
+
+/// A validated bench run.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Client threads, each with one request outstanding.
+    pub workers: u32,
+    /// Creates per second, open loop; `None` runs flat out (closed loop).
+    pub rate_per_s: Option<f64>,
+    /// How long each side (engine, baseline) is measured.
+    pub duration: Duration,
+    pub mix: Mix,
+    /// Where the engine's store goes (the baseline's sits beside it); `None` is a temp dir.
+    pub store: Option<PathBuf>,
+    pub synchronous: Synchronous,
+    /// `None`: each transaction commits on its own.
+    pub group: Option<GroupPolicy>,
+    pub checkpoints: Checkpoints,
+    /// Completed keys (with labels) in each store before the run.
+    pub prefill_keys: u64,
+    pub seed: u64,
+}
+
+impl Default for BenchConfig {
+    fn default() -> Self {
+        Self {
+            // Flat out, each client has one request in flight, so a group commit can hold at
+            // most this many: 64 lets batches reach ~100 transactions.
+            workers: 64,
+            rate_per_s: None,
+            duration: Duration::from_secs(10),
+            mix: Mix::default(),
+            store: None,
+            synchronous: Synchronous::Normal,
+            group: None,
+            checkpoints: Checkpoints::Background,
+            prefill_keys: 100_000,
+            seed: 1,
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// The run asks for something it cannot have; the message says what to give instead.
+    #[error("{0}")]
+    Invalid(String),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl BenchConfig {
+    pub fn validate(&self) -> Result<(), BenchError> {
+        let bad = |m: String| Err(BenchError::Invalid(m));
+        if self.workers == 0 || self.workers > MAX_WORKERS {
+            return bad(format!(
+                "--workers must be between 1 and {MAX_WORKERS}, not {}",
+                self.workers
+            ));
+        }
+        if let Some(rate) = self.rate_per_s
+            && !(rate > 0.0 && rate <= MAX_RATE_PER_S)
+        {
+            return bad(format!(
+                "--rate must be above 0 and at most {MAX_RATE_PER_S} creates per second, not {rate}"
+            ));
+        }
+        if self.duration < MIN_DURATION || self.duration > MAX_DURATION {
+            return bad(format!(
+                "--duration must be between {} ms and {} s, not {:?}",
+                MIN_DURATION.as_millis(),
+                MAX_DURATION.as_secs(),
+                self.duration
+            ));
+        }
+        if self.prefill_keys > MAX_PREFILL_KEYS {
+            return bad(format!(
+                "--prefill must be at most {MAX_PREFILL_KEYS} keys, not {}",
+                self.prefill_keys
+            ));
+        }
+        let reads_completed =
+            self.mix.weights.get(Kind::Replay) + self.mix.weights.get(Kind::Reused);
+        if reads_completed > 0 && self.prefill_keys == 0 {
+            return bad(
+                "replays and reused keys need completed keys to hit: give --prefill 1 or more, or drop them from --mix"
+                    .into(),
+            );
+        }
+        if let Some(g) = &self.group {
+            g.validate().map_err(BenchError::Invalid)?;
+        }
+        Ok(())
+    }
+
+    /// How many abandoned keys to write: one per takeover the run can send, with 10 % to spare.
+    fn planned_takeovers(&self) -> u64 {
+        let share = self.mix.share(Kind::Takeover);
+        if share == 0.0 {
+            return 0;
+        }
+        let rate = self.rate_per_s.unwrap_or(FLAT_OUT_PLANNING_RATE);
+        let n = (share * rate * self.duration.as_secs_f64() * 1.1).ceil() as u64 + 100;
+        n.min(MAX_PLANNED_TAKEOVERS)
+    }
+
+    fn layout(&self) -> Layout {
+        Layout {
+            completed: self.prefill_keys,
+            held: if self.mix.weights.get(Kind::Conflict) > 0 {
+                HELD_KEYS
+            } else {
+                0
+            },
+            lease_expired: self.planned_takeovers(),
+        }
+    }
+}
+
+/// The two store files of a run, and the temp dir that holds them when none was given.
+struct Paths {
+    engine: PathBuf,
+    baseline: PathBuf,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+fn paths(store: Option<&Path>) -> Result<Paths, BenchError> {
+    let (engine, baseline, tmp) = match store {
+        Some(p) => {
+            let stem = p.file_stem().unwrap_or_default().to_string_lossy();
+            let ext = p
+                .extension()
+                .map(|e| format!(".{}", e.to_string_lossy()))
+                .unwrap_or_default();
+            (
+                p.to_path_buf(),
+                p.with_file_name(format!("{stem}.baseline{ext}")),
+                None,
+            )
+        }
+        None => {
+            let tmp = tempfile::tempdir().map_err(|source| BenchError::Io {
+                path: std::env::temp_dir().display().to_string(),
+                source,
+            })?;
+            let dir = tmp.path().to_path_buf();
+            (
+                dir.join("engine.sqlite"),
+                dir.join("baseline.sqlite"),
+                Some(tmp),
+            )
+        }
+    };
+    for p in [&engine, &baseline] {
+        if p.exists() {
+            return Err(BenchError::Invalid(format!(
+                "--store: {} exists; the bench fills a new store every run, so remove it or name another file",
+                p.display()
+            )));
+        }
+    }
+    Ok(Paths {
+        engine,
+        baseline,
+        _tmp: tmp,
+    })
+}
+
+/// One side of the run: what serves, how it commits, what it sent.
+struct Side<S> {
+    service: S,
+    commits: Commits,
+    counters: Counters,
+    tally: Tally,
+    baseline: bool,
+}
+
+impl<S: Service> Side<S> {
+    fn slice(&mut self, config: &BenchConfig, layout: &Layout, length: Duration, slice_no: u64) {
+        let plan = Plan {
+            workers: config.workers as usize,
+            rate_per_s: config.rate_per_s,
+            length,
+            mix: &config.mix,
+            layout,
+            counters: &self.counters,
+            seed: config.seed.wrapping_add(slice_no.wrapping_mul(0x1000_0001)),
+            baseline: self.baseline,
+        };
+        let t = serve::run_slice(&mut self.service, &self.commits, &plan);
+        self.tally.absorb(t);
+    }
+}
+
+/// Runs the bench. Errors are for runs that could not be made (bad input, a store that cannot be
+/// opened); a run whose answers or invariants are wrong returns a report with `ok == false`.
+pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
+    config.validate()?;
+    let load_before = report::load_average();
+    let paths = paths(config.store.as_deref())?;
+    let layout = config.layout();
+
+    let fill_started = Instant::now();
+    let mut filler = Filler::open(&paths.engine)?;
+    filler.fill(&layout, SystemClock.now_ms())?;
+    filler.close()?;
+    std::fs::copy(&paths.engine, &paths.baseline).map_err(|source| BenchError::Io {
+        path: paths.baseline.display().to_string(),
+        source,
+    })?;
+    let fill_s = fill_started.elapsed().as_secs_f64();
+
+    let options = SqliteOptions {
+        synchronous: config.synchronous,
+        ..SqliteOptions::default()
+    };
+    let (engine_store, engine_commits): (Box<dyn Store>, Commits) =
+        match open(&paths.engine, &options, config)? {
+            SqliteWriter::PerTransaction(s) => (Box::new(s), Commits::PerTransaction),
+            SqliteWriter::Group(g) => (Box::new(g.clone()), Commits::Group(g)),
+        };
+    let (baseline_store, baseline_commits) = match open(&paths.baseline, &options, config)? {
+        SqliteWriter::PerTransaction(s) => {
+            (SqliteWriter::PerTransaction(s), Commits::PerTransaction)
+        }
+        SqliteWriter::Group(g) => (SqliteWriter::Group(g.clone()), Commits::Group(g)),
+    };
+    let checkpointers = match config.checkpoints {
+        Checkpoints::Inline | Checkpoints::Deferred => None,
+        Checkpoints::Background => Some((
+            Checkpointer::start(&paths.engine, config.synchronous, CHECKPOINT_INTERVAL)?,
+            Checkpointer::start(&paths.baseline, config.synchronous, CHECKPOINT_INTERVAL)?,
+        )),
+    };
+    // The carrier answers at once and keeps no ledger: the bench measures the engine and its
+    // store, not a network call, and a ledger of every purchase would grow for the whole run.
+    let carrier = Carrier::new(CarrierConfig {
+        latency: Latency::Fixed { ms: 0 },
+        seed: config.seed,
+        ..CarrierConfig::default()
+    })
+    .without_ledger();
+    let engine = Engine::new(
+        engine_store,
+        std::sync::Arc::new(carrier),
+        std::sync::Arc::new(SystemClock),
+        EngineConfig::default(),
+    );
+    let mut engine_side = Side {
+        service: engine,
+        commits: engine_commits,
+        counters: Counters::new(&layout),
+        tally: Tally::new(),
+        baseline: false,
+    };
+    let mut baseline_side = Side {
+        service: Baseline::new(baseline_store),
+        commits: baseline_commits,
+        counters: Counters::new(&layout),
+        tally: Tally::new(),
+        baseline: true,
+    };
+
+    let slices = config.duration.as_nanos().div_ceil(SLICE.as_nanos()).max(1) as u32;
+    let length = config.duration / slices;
+    for n in 0..u64::from(slices) {
+        // Engine first in even pairs, baseline first in odd ones: a drift in the machine's load
+        // during the run does not favour either. Both get the same seed, so the same draws.
+        if n % 2 == 0 {
+            engine_side.slice(config, &layout, length, n);
+            baseline_side.slice(config, &layout, length, n);
+        } else {
+            baseline_side.slice(config, &layout, length, n);
+            engine_side.slice(config, &layout, length, n);
+        }
+    }
+
+    let (engine_ckpt, baseline_ckpt) = match checkpointers {
+        Some((e, b)) => (Some(e.stop()), Some(b.stop())),
+        None => (None, None),
+    };
+    let engine_group = group_stats(&engine_side.commits);
+    let baseline_group = group_stats(&baseline_side.commits);
+    let engine_check = check(
+        engine_side.service.store(),
+        &layout,
+        engine_side.tally.created,
+    )?;
+    let baseline_check = check(
+        baseline_side.service.store(),
+        &layout,
+        baseline_side.tally.created,
+    )?;
+    let machine = Machine::now(load_before);
+    Ok(Report::build(report::Parts {
+        config,
+        layout: &layout,
+        engine_path: &paths.engine,
+        baseline_path: &paths.baseline,
+        kept: config.store.is_some(),
+        slices,
+        fill_s,
+        engine: (&engine_side.tally, engine_group, engine_ckpt, engine_check),
+        baseline: (
+            &baseline_side.tally,
+            baseline_group,
+            baseline_ckpt,
+            baseline_check,
+        ),
+        machine,
+    }))
+}
+
+/// Opens one side's store as the run asks: commits on their own or grouped, checkpoints inline or
+/// left to a background checkpointer.
+fn open(
+    path: &Path,
+    options: &SqliteOptions,
+    config: &BenchConfig,
+) -> Result<SqliteWriter, StoreError> {
+    let store = match config.group {
+        None => SqliteWriter::PerTransaction(SqliteStore::open(path, options)?),
+        Some(policy) => SqliteWriter::Group(GroupCommitStore::open(path, options, policy)?),
+    };
+    if config.checkpoints != Checkpoints::Inline {
+        match &store {
+            SqliteWriter::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
+            SqliteWriter::Group(g) => g.set_wal_autocheckpoint(0)?,
+        }
+    }
+    Ok(store)
+}
+
+fn group_stats(commits: &Commits) -> Option<crate::store::group::GroupStats> {
+    match commits {
+        Commits::PerTransaction => None,
+        Commits::Group(g) => Some(g.stats()),
+    }
+}
+
+/// The store invariants, plus: every 201 handed to a client has its label stored, and no label
+/// was stored whose 201 was withheld.
+fn check(
+    store: &mut dyn Store,
+    layout: &Layout,
+    created: u64,
+) -> Result<InvariantCheck, BenchError> {
+    let inv = store.invariants()?;
+    let labels_stored = store.count_labels()?;
+    let labels_expected = layout.completed + created;
+    Ok(InvariantCheck::new(inv, labels_stored, labels_expected))
+}

@@ -1,0 +1,129 @@
+use super::{EXIT_BUDGET, Format};
+use crate::bench::checkpoint::Checkpoints;
+use crate::bench::{self, BenchConfig, mix::Mix};
+use crate::store::Synchronous;
+use crate::store::group::GroupPolicy;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SyncArg {
+    /// WAL's usual setting: a commit survives a crash of the process, not a power cut.
+    Normal,
+    /// Every commit waits for fsync of the WAL: survives a power cut.
+    Full,
+    /// No fsync at all, not even at checkpoints.
+    Off,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum CheckpointArg {
+    Background,
+    Inline,
+    Deferred,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum OnOff {
+    Off,
+    On,
+}
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+The mix (--mix) gives relative weights to kinds of CreateLabel call, e.g.
+  first=80,replay=10,conflict=5,takeover=5
+  first     a new key: claim, carrier, complete (201)
+  replay    a completed key with the same body: the saved response (201, replayed)
+  conflict  a key whose lease another attempt holds: 409 (also written 409)
+  takeover  a key whose holder died and whose lease expired: take over and complete (201)
+  reused    a completed key with another body: 422 (also written 422)
+Omitted kinds get weight 0.
+
+With --group-commit on, a batch commits when it holds --batch logical transactions, when its
+first has waited --max-wait, or as soon as no request is waiting (holding it open then would
+only delay the answers already in it). Answers are sent only after their batch has committed.
+
+The engine and the raw-SQL baseline (the same statements in the same transactions, without the
+engine) run on identical pre-filled stores in alternating slices of about a second, each for
+--duration. Exit codes: 0 ok; 1 an answer or an invariant was wrong; 2 bad input.")]
+pub struct BenchArgs {
+    /// Client threads, each with one request outstanding: flat out, the most requests one
+    /// group commit can hold; at a target rate, the most that can queue.
+    #[arg(long, default_value_t = BenchConfig::default().workers)]
+    pub workers: u32,
+    /// Target rate in creates per second, open loop (latency counts from when a request was due,
+    /// so it includes queueing). Default: flat out.
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// Measured time per side (engine and baseline), e.g. 10s.
+    #[arg(long, default_value = "10s", value_parser = crate::duration::clap_parse)]
+    pub duration: Duration,
+    /// Relative weights of first, replay, conflict, takeover and reused requests (see below).
+    #[arg(long, default_value = "first=80,replay=10,conflict=5,takeover=5")]
+    pub mix: Mix,
+    /// The engine's SQLite file, created new (the baseline's goes beside it as NAME.baseline.EXT)
+    /// and kept. Default: a temporary directory removed afterwards.
+    #[arg(long)]
+    pub store: Option<PathBuf>,
+    /// How hard each commit waits for the disk (PRAGMA synchronous).
+    #[arg(long, value_enum, default_value = "normal")]
+    pub sync: SyncArg,
+    /// Group commit: logical transactions share one physical commit. Off: each commits alone.
+    #[arg(long, value_enum, default_value = "off")]
+    pub group_commit: OnOff,
+    /// With group commit: most logical transactions per physical commit.
+    #[arg(long, default_value_t = GroupPolicy::default().max_batch)]
+    pub batch: u32,
+    /// With group commit: longest a batch stays open after its first transaction, e.g. 2ms.
+    #[arg(long, default_value = "2ms", value_parser = crate::duration::clap_parse)]
+    pub max_wait: Duration,
+    /// Who runs WAL checkpoints: a background connection once a second (as a server would);
+    /// SQLite inside the commit that fills the WAL to 1,000 pages (its default); or nobody until
+    /// the run is over (a diagnostic: the engine's latency without checkpoint fsyncs).
+    #[arg(long, value_enum, default_value = "background")]
+    pub checkpoint: CheckpointArg,
+    /// Completed keys (with their labels) in each store before the run.
+    #[arg(long, default_value_t = BenchConfig::default().prefill_keys)]
+    pub prefill: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+impl BenchArgs {
+    pub fn config(&self) -> BenchConfig {
+        BenchConfig {
+            workers: self.workers,
+            rate_per_s: self.rate,
+            duration: self.duration,
+            mix: self.mix,
+            store: self.store.clone(),
+            synchronous: match self.sync {
+                SyncArg::Normal => Synchronous::Normal,
+                SyncArg::Full => Synchronous::Full,
+                SyncArg::Off => Synchronous::Off,
+            },
+            group: (self.group_commit == OnOff::On).then_some(GroupPolicy {
+                max_batch: self.batch,
+                max_wait: self.max_wait,
+            }),
+            checkpoints: match self.checkpoint {
+                CheckpointArg::Background => Checkpoints::Background,
+                CheckpointArg::Inline => Checkpoints::Inline,
+                CheckpointArg::Deferred => Checkpoints::Deferred,
+            },
+            prefill_keys: self.prefill,
+            ..BenchConfig::default()
+        }
+    }
+}
+
+pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
+    let report = bench::run(&args.config())?;
+    match args.format {
+        Format::Table => print!("{}", bench::render_table(&report)),
+        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+    }
+    Ok(if report.ok { 0 } else { EXIT_BUDGET })
+}

@@ -1,0 +1,535 @@
+//! Group commit and `idemcalc bench`: behaviour only, never wall-clock figures.
+
+mod common;
+
+use common::{BODY, KEY, OTHER_BODY};
+use idemcalc::bench::checkpoint::Checkpoints;
+use idemcalc::bench::fill::{self, Filler, Layout};
+use idemcalc::bench::{self, Baseline, BenchConfig, SqliteWriter};
+use idemcalc::carrier::Carrier;
+use idemcalc::clock::{Clock, SystemClock, VirtualClock};
+use idemcalc::engine::{Begun, Engine, EngineConfig, Outcome, Request};
+use idemcalc::store::group::{GroupCommitStore, GroupPolicy};
+use idemcalc::store::{
+    KeyState, LabelRow, NewKey, SqliteOptions, SqliteStore, Store, Synchronous, Tx,
+};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A policy that never closes a batch by itself, so each test decides when to flush.
+fn manual() -> GroupPolicy {
+    GroupPolicy {
+        max_batch: 1000,
+        max_wait: Duration::from_secs(1),
+    }
+}
+
+fn temp_store() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    (dir, path)
+}
+
+fn open_group(path: &Path, policy: GroupPolicy) -> GroupCommitStore {
+    GroupCommitStore::open(path, &SqliteOptions::default(), policy).unwrap()
+}
+
+/// Another connection, as another process would have.
+fn other(path: &Path) -> SqliteStore {
+    SqliteStore::open(path, &SqliteOptions::default()).unwrap()
+}
+
+/// Claims `key` in its own logical transaction and commits it (RELEASE) or drops it.
+fn claim(tx: &mut dyn Tx, key: &str) {
+    let inserted = tx
+        .insert_key(&NewKey {
+            caller_id: "c",
+            idem_key: key,
+            request_hash: &[7; 32],
+            lease_token: &[1; 16],
+            now_ms: 1,
+            locked_until_ms: 30_001,
+            expires_at_ms: 86_400_001,
+        })
+        .unwrap();
+    assert!(inserted);
+}
+
+fn claim_committed(store: &mut GroupCommitStore, key: &str) {
+    let mut tx = store.begin().unwrap();
+    claim(tx.as_mut(), key);
+    tx.commit().unwrap();
+}
+
+#[test]
+fn a_dropped_logical_tx_rolls_back_only_itself() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(&path, manual());
+    claim_committed(&mut store, "a");
+    {
+        let mut tx = store.begin().unwrap();
+        claim(tx.as_mut(), "b");
+        // Dropped without commit: what an attempt that dies inside its transaction does.
+    }
+    claim_committed(&mut store, "c");
+    // The same connection already sees the batch as the next transaction would.
+    assert!(store.get_key("c", "a").unwrap().is_some());
+    assert!(store.get_key("c", "b").unwrap().is_none());
+    store.flush().unwrap();
+
+    let mut reader = other(&path);
+    assert!(reader.get_key("c", "a").unwrap().is_some());
+    assert!(reader.get_key("c", "b").unwrap().is_none());
+    assert!(reader.get_key("c", "c").unwrap().is_some());
+    let stats = store.stats();
+    assert_eq!(
+        (
+            stats.commits,
+            stats.logical_commits,
+            stats.logical_rollbacks
+        ),
+        (1, 2, 1)
+    );
+    assert_eq!(stats.largest_batch, 3);
+}
+
+#[test]
+fn nothing_of_a_batch_is_visible_to_another_connection_before_its_commit() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(&path, manual());
+    let mut reader = other(&path);
+    claim_committed(&mut store, "a");
+    claim_committed(&mut store, "b");
+    assert_eq!(reader.count_keys().unwrap(), 0);
+    assert!(reader.get_key("c", "a").unwrap().is_none());
+    store.flush().unwrap();
+    assert_eq!(reader.count_keys().unwrap(), 2);
+}
+
+#[test]
+fn answers_wait_for_their_batch_and_a_crash_loses_only_the_open_one() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(&path, manual());
+    assert_eq!(store.ticket(), 0, "nothing pending before any transaction");
+    claim_committed(&mut store, "kept");
+    let first = store.ticket();
+    assert!(
+        first > store.ended_through(),
+        "not durable before the commit"
+    );
+    store.flush().unwrap();
+    assert!(first <= store.ended_through(), "durable after the commit");
+    assert!(store.take_lost().is_empty());
+    assert_eq!(store.ticket(), 0);
+
+    claim_committed(&mut store, "lost");
+    let second = store.ticket();
+    assert!(second > first);
+    assert!(second > store.ended_through());
+    // The process dies here: the connection closes with the batch open, and the answer held for
+    // `second` was never given.
+    drop(store);
+
+    let mut reader = other(&path);
+    assert!(reader.get_key("c", "kept").unwrap().is_some());
+    assert!(reader.get_key("c", "lost").unwrap().is_none());
+    assert!(reader.invariants().unwrap().integrity_ok);
+}
+
+#[test]
+fn a_full_batch_commits_before_the_next_transaction_begins() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(
+        &path,
+        GroupPolicy {
+            max_batch: 2,
+            max_wait: Duration::from_secs(1),
+        },
+    );
+    // Opened first: opening a store takes the write lock, which the open batch holds.
+    let mut reader = other(&path);
+    claim_committed(&mut store, "a");
+    assert!(!store.is_due());
+    claim_committed(&mut store, "b");
+    assert!(store.is_due());
+    let full = store.ticket();
+    claim_committed(&mut store, "c");
+    assert_eq!(store.ended_through(), full);
+    assert_eq!(store.stats().commits, 1);
+    assert_eq!(store.stats().largest_batch, 2);
+    assert_eq!(reader.count_keys().unwrap(), 2);
+}
+
+#[test]
+fn a_batch_is_due_once_it_has_waited_its_maximum() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(
+        &path,
+        GroupPolicy {
+            max_batch: 1000,
+            max_wait: Duration::from_millis(1),
+        },
+    );
+    claim_committed(&mut store, "a");
+    std::thread::sleep(Duration::from_millis(5));
+    assert!(store.is_due());
+    store.flush_if_due().unwrap();
+    assert_eq!(store.ticket(), 0);
+    assert_eq!(other(&path).count_keys().unwrap(), 1);
+}
+
+#[test]
+fn a_failed_statement_undoes_its_logical_tx_and_leaves_the_batch() {
+    let (_dir, path) = temp_store();
+    let mut store = open_group(&path, manual());
+    claim_committed(&mut store, "a");
+    let label = |order_id| LabelRow {
+        label_id: "L-1".into(),
+        order_id,
+        parcel_no: 1,
+        label_version: 1,
+        tracking_no: "GRD000000001".into(),
+        cost_cents: 600,
+        created_by_key: "a".into(),
+    };
+    {
+        let mut tx = store.begin().unwrap();
+        assert_eq!(tx.insert_label(&label(1)).unwrap(), None);
+        claim(tx.as_mut(), "b");
+        // The same label id for another parcel breaks the primary key: the statement fails and
+        // the engine would drop the transaction.
+        assert!(tx.insert_label(&label(2)).is_err());
+    }
+    claim_committed(&mut store, "c");
+    store.flush().unwrap();
+    assert!(store.take_lost().is_empty());
+    let mut reader = other(&path);
+    assert_eq!(reader.count_keys().unwrap(), 2);
+    assert!(reader.get_key("c", "b").unwrap().is_none());
+    assert_eq!(reader.count_labels().unwrap(), 0);
+}
+
+/// The seed's status table through the engine over group commit, flushing as a writer would.
+#[test]
+fn the_engine_answers_over_group_commit_as_over_sqlite() {
+    let (_dir, path) = temp_store();
+    let store = open_group(&path, manual());
+    let clock = VirtualClock::new();
+    let mut engine = Engine::new(
+        Box::new(store.clone()),
+        Arc::new(Carrier::new(common::carrier_config())),
+        Arc::new(clock.clone()),
+        EngineConfig::default(),
+    );
+    let req = |body: &str| Request::create_label("fulfilment", Some(KEY), body);
+
+    let first = engine.handle(&req(BODY)).unwrap();
+    assert_eq!((first.status, first.outcome), (201, Outcome::Created));
+    let replay = engine.handle(&req(BODY)).unwrap();
+    assert_eq!(replay.outcome, Outcome::Replayed);
+    assert_eq!(replay.body, first.body);
+    assert_eq!(
+        engine.handle(&req(OTHER_BODY)).unwrap().outcome,
+        Outcome::KeyReused
+    );
+
+    // An attempt claims another key and dies before the carrier: its lease is held.
+    let held_req = Request::create_label("fulfilment", Some("label:918273:2:v1"), BODY);
+    match engine.begin(&held_req).unwrap() {
+        Begun::Owned(_) => {}
+        Begun::Answered(r) => panic!("expected the lease, got {r:?}"),
+    }
+    assert_eq!(
+        engine.handle(&held_req).unwrap().outcome,
+        Outcome::InProgress
+    );
+    clock.advance_ms(30_001);
+    let takeover = engine.handle(&held_req).unwrap();
+    assert_eq!(takeover.outcome, Outcome::Created);
+    store.flush().unwrap();
+
+    let mut reader = other(&path);
+    let row = reader.get_key("fulfilment", KEY).unwrap().unwrap();
+    assert_eq!(row.state, KeyState::Completed);
+    let inv = reader.invariants().unwrap();
+    assert!(inv.integrity_ok);
+    assert_eq!(inv.completed_without_label, 0);
+    assert_eq!(inv.max_labels_per_parcel, 1);
+    assert_eq!(reader.count_labels().unwrap(), 1, "one label per parcel");
+}
+
+/// The baseline must write what the engine writes, or the ratio compares different work.
+#[test]
+fn baseline_leaves_the_rows_the_engine_leaves() {
+    let (_dir, path) = temp_store();
+    let baseline_path = path.with_file_name("baseline.sqlite");
+    let layout = Layout {
+        completed: 3,
+        held: 2,
+        lease_expired: 2,
+    };
+    let now = SystemClock.now_ms();
+    for p in [&path, &baseline_path] {
+        let mut f = Filler::open(p).unwrap();
+        f.fill(&layout, now).unwrap();
+        f.close().unwrap();
+    }
+    let mut engine = Engine::new(
+        Box::new(other(&path)),
+        Arc::new(Carrier::new(common::carrier_config())),
+        Arc::new(SystemClock),
+        EngineConfig::default(),
+    );
+    let mut baseline = Baseline::new(SqliteWriter::PerTransaction(other(&baseline_path)));
+    let fresh = layout.fresh_from();
+    let takeover = layout.lease_expired_ids().start;
+    let replay = layout.completed_ids().start;
+    let held = layout.held_ids().start;
+    for (id, engine_outcome, baseline_outcome) in [
+        (fresh, Outcome::Created, Outcome::Created),
+        (takeover, Outcome::Created, Outcome::Created),
+        (replay, Outcome::Replayed, Outcome::Replayed),
+        (held, Outcome::InProgress, Outcome::InProgress),
+    ] {
+        let req = Request::create_label(
+            fill::CALLER,
+            Some(&fill::key(id)),
+            &fill::body(id, fill::WEIGHT_G),
+        );
+        assert_eq!(engine.handle(&req).unwrap().outcome, engine_outcome);
+        assert_eq!(
+            baseline.create(id, &fill::key(id)).unwrap(),
+            baseline_outcome
+        );
+    }
+    for id in [fresh, takeover, replay, held] {
+        let e = engine
+            .store()
+            .get_key(fill::CALLER, &fill::key(id))
+            .unwrap()
+            .unwrap();
+        let b = baseline
+            .store()
+            .get_key(fill::CALLER, &fill::key(id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(e.state, b.state, "order {id}");
+        assert_eq!(e.response_status, b.response_status, "order {id}");
+        assert_eq!(e.locked_until_ms.is_some(), b.locked_until_ms.is_some());
+        assert_eq!(e.lease_token.is_some(), b.lease_token.is_some());
+        let shape = |body: Option<String>| {
+            body.map(|s| {
+                let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+                v.as_object().unwrap().keys().cloned().collect::<Vec<_>>()
+            })
+        };
+        assert_eq!(shape(e.response_body), shape(b.response_body), "order {id}");
+    }
+    assert_eq!(
+        engine.store().count_labels().unwrap(),
+        baseline.store().count_labels().unwrap()
+    );
+    assert!(engine.store().invariants().unwrap().completed_without_label == 0);
+    assert!(
+        baseline
+            .store()
+            .invariants()
+            .unwrap()
+            .completed_without_label
+            == 0
+    );
+}
+
+fn small(group: Option<GroupPolicy>, rate_per_s: Option<f64>) -> BenchConfig {
+    BenchConfig {
+        workers: 4,
+        rate_per_s,
+        duration: Duration::from_millis(200),
+        mix: "first=60,replay=10,conflict=10,takeover=10,reused=10"
+            .parse()
+            .unwrap(),
+        prefill_keys: 500,
+        group,
+        ..BenchConfig::default()
+    }
+}
+
+#[test]
+fn a_run_answers_every_kind_and_checks_the_invariants_in_both_modes() {
+    for (group, rate, checkpoints, synchronous) in [
+        (None, None, Checkpoints::Background, Synchronous::Normal),
+        (
+            Some(GroupPolicy::default()),
+            None,
+            Checkpoints::Background,
+            Synchronous::Normal,
+        ),
+        (
+            Some(GroupPolicy::default()),
+            Some(400.0),
+            Checkpoints::Inline,
+            Synchronous::Full,
+        ),
+        (None, Some(400.0), Checkpoints::Deferred, Synchronous::Off),
+    ] {
+        let config = BenchConfig {
+            checkpoints,
+            synchronous,
+            ..small(group, rate)
+        };
+        let report = bench::run(&config).unwrap();
+        assert!(report.ok, "{}", bench::render_table(&report));
+        for side in [&report.engine, &report.baseline] {
+            assert!(side.invariants.ok);
+            assert_eq!(side.unexpected_answers, 0);
+            assert!(side.requests > 0);
+            assert_eq!(
+                side.invariants.labels_stored,
+                side.invariants.labels_expected
+            );
+        }
+        for kind in ["first", "replay", "conflict", "takeover", "reused"] {
+            let v = serde_json::to_value(report.engine.by_kind).unwrap();
+            assert!(v[kind].as_u64().unwrap() > 0, "no {kind} requests");
+        }
+        assert_eq!(report.engine.group_commit.is_some(), group.is_some());
+        assert_eq!(
+            report.engine.checkpoints.is_some(),
+            checkpoints == Checkpoints::Background
+        );
+        if let Some(g) = report.engine.group_commit {
+            assert_eq!(g.lost_batches, 0);
+            assert!(g.commits > 0);
+        }
+        assert!(report.creates_per_s > 0.0 && report.baseline_creates_per_s > 0.0);
+        assert!(report.overhead_ratio > 0.0);
+        assert!(report.latency_us.p50 <= report.latency_us.p99);
+        assert!(report.latency_us.p99 <= report.latency_us.p99_9);
+        assert!(report.latency_us.p99_9 <= report.latency_us.max);
+    }
+}
+
+#[test]
+fn a_run_refuses_what_it_cannot_do() {
+    let mut c = small(None, None);
+    c.prefill_keys = 0;
+    let e = bench::run(&c).unwrap_err().to_string();
+    assert!(e.contains("--prefill"), "{e}");
+
+    let mut c = small(None, None);
+    c.workers = 0;
+    assert!(
+        bench::run(&c)
+            .unwrap_err()
+            .to_string()
+            .contains("--workers")
+    );
+
+    let c = small(None, Some(-1.0));
+    assert!(bench::run(&c).unwrap_err().to_string().contains("--rate"));
+
+    let mut c = small(
+        Some(GroupPolicy {
+            max_batch: 0,
+            max_wait: Duration::from_millis(2),
+        }),
+        None,
+    );
+    c.synchronous = Synchronous::Full;
+    assert!(bench::run(&c).unwrap_err().to_string().contains("batch"));
+}
+
+fn idemcalc(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(args)
+        .output()
+        .expect("run idemcalc")
+}
+
+#[test]
+fn the_command_prints_the_figures_as_json() {
+    let out = idemcalc(&[
+        "bench",
+        "--duration",
+        "200ms",
+        "--prefill",
+        "500",
+        "--workers",
+        "4",
+        "--group-commit",
+        "on",
+        "--format",
+        "json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for field in [
+        "creates_per_s",
+        "baseline_creates_per_s",
+        "overhead_ratio",
+        "rate_vs_baseline",
+    ] {
+        assert!(v[field].as_f64().unwrap() > 0.0, "{field}");
+    }
+    for p in ["p50", "p99", "p99_9", "max"] {
+        assert!(v["latency_us"][p].as_u64().unwrap() > 0, "{p}");
+        assert!(v["baseline_latency_us"][p].as_u64().unwrap() > 0, "{p}");
+    }
+    assert_eq!(v["schema_version"], 1);
+    assert_eq!(v["commit_mode"], "sqlite:group");
+    assert_eq!(v["ok"], true);
+    assert_eq!(v["engine"]["invariants"]["ok"], true);
+}
+
+#[test]
+fn the_command_refuses_bad_input_with_exit_code_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let existing = dir.path().join("there.sqlite");
+    std::fs::write(&existing, b"").unwrap();
+    for args in [
+        vec!["bench", "--mix", "frist=1"],
+        vec!["bench", "--workers", "0"],
+        vec!["bench", "--duration", "soon"],
+        vec!["bench", "--rate", "0"],
+        vec!["bench", "--store", existing.to_str().unwrap()],
+    ] {
+        let out = idemcalc(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+}
+
+#[test]
+fn a_kept_store_holds_what_the_run_wrote() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.sqlite");
+    let mut c = small(Some(GroupPolicy::default()), None);
+    c.store = Some(path.clone());
+    let report = bench::run(&c).unwrap();
+    assert!(report.ok);
+    assert!(dir.path().join("run.baseline.sqlite").exists());
+    let mut reader = other(&path);
+    assert_eq!(
+        reader.count_labels().unwrap(),
+        report.engine.invariants.labels_expected
+    );
+    // The completion of a first run, read from another connection after the run.
+    let completed: Vec<_> = reader
+        .labels()
+        .unwrap()
+        .into_iter()
+        .filter(|l| !l.label_id.starts_with("F-"))
+        .collect();
+    assert!(!completed.is_empty());
+    let k = reader
+        .get_key(fill::CALLER, &completed[0].created_by_key)
+        .unwrap()
+        .unwrap();
+    assert_eq!(k.state, KeyState::Completed);
+}
