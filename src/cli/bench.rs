@@ -78,7 +78,7 @@ pub struct BenchArgs {
     /// With group commit: longest a batch stays open after its first transaction, e.g. 2ms.
     #[arg(long, default_value = "2ms", value_parser = crate::duration::clap_parse)]
     pub max_wait: Duration,
-    /// Who runs WAL checkpoints: a background connection once a second (as a server would);
+    /// Who runs WAL checkpoints: a background connection every 100 ms (as a server would);
     /// SQLite inside the commit that fills the WAL to 1,000 pages (its default); or nobody until
     /// the run is over (a diagnostic: the engine's latency without checkpoint fsyncs).
     #[arg(long, value_enum, default_value = "background")]
