@@ -1096,7 +1096,7 @@ pub fn timeline(events: &[TimelineEvent], lanes: &[String]) -> Result<String, Ch
         let i = lanes.iter().position(|l| l == lane).unwrap_or(0);
         (n - 1 - i) as f64
     };
-    let y_fmt = |v: f64| category_label(&lanes, v);
+    let y_fmt = |v: f64| category_label(lanes, v);
     let y_axis = Axis {
         lo: -0.7,
         hi: n as f64 - 0.3,
@@ -1211,6 +1211,17 @@ pub fn timeline(events: &[TimelineEvent], lanes: &[String]) -> Result<String, Ch
     Ok(finish(svg, "Timeline lanes", &hovers))
 }
 
+/// The label of a horizontal category axis at `v`, categories drawn top to bottom (the first at
+/// the largest y).
+fn category_label(labels: &[String], v: f64) -> String {
+    let i = labels.len() as f64 - 1.0 - v.round();
+    if i >= 0.0 {
+        labels.get(i as usize).cloned().unwrap_or_default()
+    } else {
+        String::new()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1278,16 +1289,5 @@ mod tests {
         };
         let svg = keys_over_time(&[line], true, (1000, 300)).unwrap();
         assert!(svg.len() < 150_000, "{}", svg.len());
-    }
-}
-
-/// The label of a horizontal category axis at `v`, categories drawn top to bottom (the first at
-/// the largest y).
-fn category_label(labels: &[String], v: f64) -> String {
-    let i = labels.len() as f64 - 1.0 - v.round();
-    if i >= 0.0 {
-        labels.get(i as usize).cloned().unwrap_or_default()
-    } else {
-        String::new()
     }
 }
