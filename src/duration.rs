@@ -1,53 +1,84 @@
-//! Durations as people write them (`30s`, `90m`, `24h`, `3d`, `31.8s`).
+//! Durations as people write them (`30s`, `90m`, `24h`, `3d`, `31.8s`): the one parser and the
+//! one formatter.
 //!
-//! Everything user-facing takes durations in this one format so that a flag, a
-//! scenario file and a CSV of retry delays all read alike.
+//! Everything user-facing takes durations in this one format so that a flag, a scenario file and
+//! a CSV of retry delays all read alike. The parser never panics: a value too large for the
+//! simulator's millisecond clock is refused as text, not converted (`2^64 s` used to abort the
+//! process in `Duration::from_secs_f64`).
 
 use std::time::Duration;
 
+/// The longest duration anything accepts: 100 years. Per-setting limits (settings::knobs) are
+/// tighter; this one only guarantees that milliseconds fit an `i64` with room to add.
+pub const MAX_S: f64 = 100.0 * 365.0 * 86_400.0;
+
 /// A duration that could not be parsed; carries the offending text so callers can name it.
 #[derive(Debug, thiserror::Error)]
-#[error("`{text}` is not a duration (write it like 250ms, 30s, 90m, 24h or 3d)")]
+#[error("`{text}` is not a duration (write it like 250ms, 30s, 90m, 24h or 3d){}", why.map(|w| format!(": {w}")).unwrap_or_default())]
 pub struct DurationError {
     pub text: String,
+    why: Option<&'static str>,
 }
 
 /// Parses `250ms`, `30s`, `31.8s`, `90m`, `24h`, `3d` and humantime's compound forms (`1h 30m`).
 ///
 /// Decimal values are accepted because the seed's timelines are written in tenths of a second.
+/// Anything above [`MAX_S`], negative, NaN or infinite is refused.
 pub fn parse(text: &str) -> Result<Duration, DurationError> {
-    let err = || DurationError {
+    let err = |why| DurationError {
         text: text.to_string(),
+        why,
     };
     let t = text.trim();
     if t.is_empty() {
-        return Err(err());
+        return Err(err(Some("empty")));
     }
-    if let Ok(d) = humantime::parse_duration(t) {
-        return Ok(d);
-    }
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(err)?;
-    let (num, unit) = t.split_at(split);
-    let value: f64 = num.parse().map_err(|_| err())?;
-    let unit_s = match unit.trim() {
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        _ => return Err(err()),
+    let d = match humantime::parse_duration(t) {
+        Ok(d) => d,
+        Err(_) => {
+            let split = t
+                .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+                .ok_or_else(|| err(Some("no unit")))?;
+            let (num, unit) = t.split_at(split);
+            let value: f64 = num.parse().map_err(|_| err(None))?;
+            let unit_s = match unit.trim() {
+                "ms" => 1e-3,
+                "s" => 1.0,
+                "m" | "min" => 60.0,
+                "h" => 3600.0,
+                "d" => 86_400.0,
+                _ => return Err(err(None)),
+            };
+            let secs = value * unit_s;
+            if !(secs.is_finite() && secs >= 0.0) {
+                return Err(err(None));
+            }
+            if secs > MAX_S {
+                return Err(err(Some("longer than 100 years")));
+            }
+            Duration::try_from_secs_f64(secs).map_err(|_| err(None))?
+        }
     };
-    let secs = value * unit_s;
-    if !secs.is_finite() || secs < 0.0 {
-        return Err(err());
+    if d.as_secs_f64() > MAX_S {
+        return Err(err(Some("longer than 100 years")));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
-/// Formats seconds the way `parse` reads them, choosing the largest unit that divides evenly.
+/// Whole milliseconds, the simulator's clock unit. Saturates instead of wrapping, although a
+/// parsed duration (at most [`MAX_S`]) never comes near `i64::MAX`.
+pub fn ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Formats seconds the way [`parse`] reads them: the largest unit that divides evenly, but
+/// hours below two days, because people say "a 24 h purge", not "a 1 d purge"
+/// (`86_400.0` → `24h`, `129_600.0` → `36h`, `259_200.0` → `3d`, `0.25` → `250ms`).
 pub fn format_secs(secs: f64) -> String {
+    let hours = secs / 3_600.0;
+    if (1.0..48.0).contains(&hours) && (hours - hours.round()).abs() < 1e-9 {
+        return format!("{}h", hours.round() as u64);
+    }
     const UNITS: [(&str, f64); 4] = [("d", 86_400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)];
     for (name, size) in UNITS {
         let n = secs / size;
@@ -64,7 +95,7 @@ pub fn format_secs(secs: f64) -> String {
     format!("{secs}s")
 }
 
-/// A clap value parser, so a bad flag value is refused with the flag's name by clap itself.
+/// A clap value parser, for flags outside the settings table (e.g. `bench --duration`).
 pub fn clap_parse(text: &str) -> Result<Duration, String> {
     parse(text).map_err(|e| e.to_string())
 }
@@ -125,13 +156,31 @@ mod tests {
         }
     }
 
+    /// Issue 15: `--retention 18446744073709551616s` panicked in `Duration::from_secs_f64`.
+    #[test]
+    fn huge_durations_are_refused_not_a_panic() {
+        for bad in [
+            "18446744073709551616s",
+            "18446744073709551615s",
+            "1e308s",
+            "99999999999999999999999999999999d",
+            "101y",
+            "inf s",
+            "NaNs",
+        ] {
+            assert!(parse(bad).is_err(), "{bad}");
+        }
+        assert_eq!(ms(parse("100y").unwrap_or(Duration::ZERO)) >= 0, true);
+    }
+
     #[test]
     fn formats_round_trip() {
-        for s in ["30s", "90m", "24h", "3d", "250ms"] {
+        for s in ["30s", "90m", "24h", "3d", "250ms", "36h"] {
             let d = parse(s).unwrap();
             assert_eq!(parse(&format_secs(d.as_secs_f64())).unwrap(), d);
+            assert_eq!(format_secs(d.as_secs_f64()), s);
         }
-        assert_eq!(format_secs(86_400.0), "1d");
+        assert_eq!(format_secs(172_800.0), "2d");
         assert_eq!(format_secs(5400.0), "90m");
     }
 }

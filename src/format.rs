@@ -107,15 +107,24 @@ pub fn rate_per_s(rate_per_s: f64) -> String {
     }
 }
 
-/// `86_400.0` → `"24h"`, `129_600.0` → `"36h"`, `259_200.0` → `"3d"`: like
-/// [`crate::duration::format_secs`] (and parsed back by [`crate::duration::parse`]), but in hours
-/// below two days, because people say "a 24 h purge", not "a 1 d purge".
+/// `86_400.0` → `"24h"`, `259_200.0` → `"3d"`: durations go through the one formatter,
+/// [`crate::duration::format_secs`], which [`crate::duration::parse`] reads back.
 pub fn human_duration(secs: f64) -> String {
-    let hours = secs / 3_600.0;
-    if (1.0..48.0).contains(&hours) && (hours - hours.round()).abs() < 1e-9 {
-        return format!("{}h", hours.round() as u64);
-    }
     crate::duration::format_secs(secs)
+}
+
+/// `34_398.4` → `"34,398/day"`, `20.3` → `"20.3/day"`: a daily count, whole from 100 up.
+pub fn per_day(count: f64) -> String {
+    if count.abs() >= 100.0 {
+        format!("{}/day", thousands(count))
+    } else {
+        format!("{count:.1}/day")
+    }
+}
+
+/// `"31.4 GB – 32.1 GB"`: a 95 % interval, both ends formatted alike.
+pub fn interval(low: f64, high: f64, fmt: impl Fn(f64) -> String) -> String {
+    format!("{} – {}", fmt(low), fmt(high))
 }
 
 /// `value` to `digits` significant figures with trailing zeros dropped (`34.560` → `34.56`).
@@ -249,6 +258,9 @@ mod tests {
         assert_eq!(human_duration(172_800.0), "2d");
         assert_eq!(human_duration(600.0), "10m");
         assert_eq!(human_duration(0.25), "250ms");
+        assert_eq!(per_day(34_398.4), "34,398/day");
+        assert_eq!(per_day(20.34), "20.3/day");
+        assert_eq!(interval(1.0, 2.0, |v| usd(v)), "$1.00 – $2.00");
     }
 
     #[test]

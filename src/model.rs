@@ -419,16 +419,45 @@ struct Evaluator<'env> {
     compiled: Vec<(&'static Formula, minijinja::Expression<'env, 'static>)>,
 }
 
-/// An environment with the three functions the formulas may call, `survival` bound to `dist`.
-fn formula_env(dist: &RetryDelay) -> minijinja::Environment<'static> {
+/// An environment with the three functions the formulas may call, `survival` bound to `dist`
+/// (without one, a formula that calls `survival` fails to evaluate).
+fn formula_env(dist: Option<&RetryDelay>) -> minijinja::Environment<'static> {
     let mut env = minijinja::Environment::new();
     // A misspelt name must fail, not quietly become 0.
     env.set_undefined_behavior(minijinja::UndefinedBehavior::Strict);
-    let dist = dist.clone();
-    env.add_function("survival", move |t_s: f64| dist.survival(t_s));
+    if let Some(dist) = dist {
+        let dist = dist.clone();
+        env.add_function("survival", move |t_s: f64| dist.survival(t_s));
+    }
     env.add_function("max", |a: f64, b: f64| a.max(b));
     env.add_function("min", |a: f64, b: f64| a.min(b));
     env
+}
+
+/// The formulas that need no retry distribution, compiled once for the process.
+fn pricing() -> &'static Evaluator<'static> {
+    static ENV: std::sync::OnceLock<minijinja::Environment<'static>> = std::sync::OnceLock::new();
+    static EVALUATOR: std::sync::OnceLock<Evaluator<'static>> = std::sync::OnceLock::new();
+    EVALUATOR.get_or_init(|| {
+        let env = ENV.get_or_init(|| formula_env(None));
+        Evaluator::new(env).unwrap_or_else(|e| broken(e))
+    })
+}
+
+/// Evaluates the formula `name` of [`FORMULAS`] with the given variables: how a simulated
+/// figure (the measured store size) is priced with the very formula the model uses. The
+/// expression is compiled once per process, not per call.
+pub fn formula(name: &str, vars: &[(&str, f64)]) -> Result<f64, String> {
+    let (f, expr) = pricing()
+        .compiled
+        .iter()
+        .find(|(f, _)| f.name == name)
+        .ok_or_else(|| format!("no formula called {name}"))?;
+    let ctx: BTreeMap<&str, f64> = vars.iter().copied().collect();
+    let value = expr
+        .eval(minijinja::Value::from(minijinja::value::Serde(&ctx)))
+        .map_err(|e| format!("{}: {e}", f.name))?;
+    f64::try_from(value).map_err(|e| format!("{}: {e}", f.name))
 }
 
 impl<'env> Evaluator<'env> {
@@ -473,7 +502,7 @@ pub fn figures(
     params: &ModelParams,
     dist: &RetryDelay,
 ) -> Result<BTreeMap<&'static str, f64>, FormulaError> {
-    let env = formula_env(dist);
+    let env = formula_env(Some(dist));
     Evaluator::new(&env)?.eval(params)
 }
 
@@ -549,7 +578,7 @@ fn broken(e: FormulaError) -> ! {
 /// meaningless but finite-or-NaN figures, never a panic. The only failure would be a broken
 /// formula table, which the tests rule out.
 pub fn estimate(params: &ModelParams, dist: &RetryDelay) -> Estimate {
-    let env = formula_env(dist);
+    let env = formula_env(Some(dist));
     let evaluator = Evaluator::new(&env).unwrap_or_else(|e| broken(e));
     let eval = |p: &ModelParams| evaluator.eval(p).unwrap_or_else(|e| broken(e));
     let v = eval(params);

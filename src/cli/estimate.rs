@@ -4,226 +4,62 @@
 //! only a valid [`ModelParams`] and [`RetryDelay`] travel into the model.
 
 use std::io::Write as _;
-use std::path::PathBuf;
-use std::time::Duration;
 
 use anyhow::Context as _;
 
-use crate::duration;
+use super::Format;
 use crate::format::{
     Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
     thousands, usd,
 };
-use crate::model::{self, Estimate, ModelParams, SEED};
-use crate::traffic::{DAY_S, Head, RetryDelay, Tail};
+use crate::model::{self, Estimate};
+use crate::settings::Settings;
+use crate::settings::flags::Flags;
+use crate::settings::knobs::ESTIMATE;
+use crate::traffic::{DAY_S, Head, Tail};
 
 #[derive(clap::Args, Debug)]
 pub struct EstimateArgs {
-    /// Average label creates, calls per second.
-    #[arg(long, value_name = "CALLS_PER_S", default_value_t = SEED.rate_per_s)]
-    #[arg(allow_negative_numbers = true, value_parser = above_zero)]
-    pub rate: f64,
-
-    /// Peak label creates, calls per second (sizes the worst-case store).
-    #[arg(long, value_name = "CALLS_PER_S", default_value_t = SEED.peak_rate_per_s)]
-    #[arg(allow_negative_numbers = true, value_parser = above_zero)]
-    pub peak_rate: f64,
-
-    /// How long a key is kept after completion, a duration like 24h or 3d.
-    #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = positive_duration)]
-    pub retention: Duration,
-
-    /// Stored size of one key record with index overhead, bytes (pass a measured figure if you have one).
-    #[arg(long, value_name = "BYTES", default_value_t = SEED.bytes_per_record)]
-    #[arg(allow_negative_numbers = true, value_parser = above_zero)]
-    pub bytes_per_record: f64,
-
-    /// Share of calls that time out, a fraction like 0.001 or 0.1%.
-    #[arg(long, value_name = "FRACTION", default_value_t = SEED.timeout_fraction)]
-    #[arg(allow_negative_numbers = true, value_parser = fraction)]
-    pub timeout_fraction: f64,
-
-    /// Share of timed-out calls already done server-side, a fraction like 0.6 or 60%.
-    #[arg(long, value_name = "FRACTION", default_value_t = SEED.done_fraction)]
-    #[arg(allow_negative_numbers = true, value_parser = fraction)]
-    pub done_fraction: f64,
-
-    /// Price of one label, USD.
-    #[arg(long, value_name = "USD", default_value_t = SEED.label_price_usd)]
-    #[arg(allow_negative_numbers = true, value_parser = not_negative)]
-    pub label_price: f64,
-
-    /// How long the carrier recognises our derived key, a duration like 24h.
-    #[arg(long, value_name = "DURATION", default_value = "24h")]
-    #[arg(value_parser = duration::clap_parse)]
-    pub carrier_window: Duration,
-
-    /// Storage price, USD per GB-month (decimal GB).
-    #[arg(long, value_name = "USD_PER_GB_MONTH", default_value_t = SEED.storage_usd_per_gb_month)]
-    #[arg(allow_negative_numbers = true, value_parser = not_negative)]
-    pub storage_price: f64,
-
-    /// Cost of one parcel left without a label, USD.
-    #[arg(long, value_name = "USD", default_value_t = SEED.unlabelled_parcel_usd)]
-    #[arg(allow_negative_numbers = true, value_parser = not_negative)]
-    pub unlabelled_cost: f64,
-
-    /// Measured late-retry distribution: CSV lines of `delay,cumulative fraction`, e.g. `90s,0.85`.
-    #[arg(long, value_name = "FILE")]
-    pub retry_cdf: Option<PathBuf>,
-
-    /// How retries below the first point are spread.
-    #[arg(long, value_enum, default_value_t = HeadKind::LogUniform)]
-    pub retry_head: HeadKind,
-
-    /// Earliest retry for a log-uniform head, a duration like 250ms.
-    #[arg(long, value_name = "DURATION", default_value = "250ms", value_parser = positive_duration)]
-    pub retry_min_delay: Duration,
-
-    /// How retries beyond the last point are spread.
-    #[arg(long, value_enum, default_value_t = TailKind::LogLinear)]
-    pub retry_tail: TailKind,
-
-    /// Delay by which every retry has arrived, a duration like 30d.
-    #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = positive_duration)]
-    pub retry_horizon: Duration,
+    /// The model's knobs, from the settings table (the same names as `simulate`'s).
+    #[command(flatten)]
+    pub knobs: Flags<ESTIMATE>,
 
     /// Output: readable tables, or one JSON object.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    pub format: OutputFormat,
-}
-
-/// See [`Head`].
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum HeadKind {
-    /// Spread log-uniformly from --retry-min-delay to the first point.
-    LogUniform,
-    /// All at the first point's delay.
-    AtFirstPoint,
-}
-
-/// See [`Tail`].
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TailKind {
-    /// Linear in log-time from the last point to 100% at --retry-horizon.
-    LogLinear,
-    /// All remaining retries at --retry-horizon (pessimistic).
-    AtHorizon,
-}
-
-#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OutputFormat {
-    Table,
-    Json,
-}
-
-fn parse_number(text: &str) -> Result<f64, String> {
-    text.trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| format!("`{text}` is not a number"))
-}
-
-fn above_zero(text: &str) -> Result<f64, String> {
-    let v = parse_number(text)?;
-    if v > 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("must be above 0, not {text}"))
-    }
-}
-
-fn not_negative(text: &str) -> Result<f64, String> {
-    let v = parse_number(text)?;
-    if v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("must be 0 or more, not {text}"))
-    }
-}
-
-/// A fraction as `0.001` or `0.1%`, because the seed writes rates as percentages.
-fn fraction(text: &str) -> Result<f64, String> {
-    let v = match text.trim().strip_suffix('%') {
-        Some(p) => parse_number(p)? / 100.0,
-        None => parse_number(text)?,
-    };
-    if (0.0..=1.0).contains(&v) {
-        Ok(v)
-    } else {
-        Err(format!(
-            "must be a fraction from 0 to 1 (e.g. 0.001 or 0.1%), not {text}"
-        ))
-    }
-}
-
-fn positive_duration(text: &str) -> Result<Duration, String> {
-    let d = duration::clap_parse(text)?;
-    if d.is_zero() {
-        Err(format!("must be longer than 0s, not {text}"))
-    } else {
-        Ok(d)
-    }
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
 }
 
 impl EstimateArgs {
-    pub fn params(&self) -> ModelParams {
-        ModelParams {
-            rate_per_s: self.rate,
-            peak_rate_per_s: self.peak_rate,
-            retention_s: self.retention.as_secs_f64(),
-            bytes_per_record: self.bytes_per_record,
-            timeout_fraction: self.timeout_fraction,
-            done_fraction: self.done_fraction,
-            label_price_usd: self.label_price,
-            carrier_window_s: self.carrier_window.as_secs_f64(),
-            storage_usd_per_gb_month: self.storage_price,
-            unlabelled_parcel_usd: self.unlabelled_cost,
-        }
-    }
-
-    pub fn head(&self) -> Head {
-        match self.retry_head {
-            HeadKind::LogUniform => Head::LogUniform {
-                min_delay_s: self.retry_min_delay.as_secs_f64(),
-            },
-            HeadKind::AtFirstPoint => Head::AtFirstPoint,
-        }
-    }
-
-    pub fn tail(&self) -> Tail {
-        let max_horizon_s = self.retry_horizon.as_secs_f64();
-        match self.retry_tail {
-            TailKind::LogLinear => Tail::LogLinear { max_horizon_s },
-            TailKind::AtHorizon => Tail::AtHorizon { max_horizon_s },
-        }
-    }
-
-    /// The seed's distribution, or the `--retry-cdf` file's, with the chosen head and tail.
-    pub fn retry_delay(&self) -> anyhow::Result<RetryDelay> {
-        match &self.retry_cdf {
-            Some(path) => Ok(RetryDelay::from_csv_path_with(
-                path,
-                self.head(),
-                self.tail(),
-            )?),
-            None => RetryDelay::seed_with(self.head(), self.tail()).context(
-                "the seed's retry distribution does not fit --retry-min-delay/--retry-horizon",
+    /// The validated settings, with the one retention the estimate is about.
+    pub fn settings(&self) -> anyhow::Result<(Settings, f64)> {
+        let settings = self.knobs.settings()?;
+        match settings.retentions() {
+            [one] => {
+                let r = *one;
+                Ok((settings, r))
+            }
+            _ => anyhow::bail!(
+                "--retention: estimate takes one retention (its sweep covers the others)"
             ),
         }
+    }
+
+    #[cfg(test)]
+    fn params(&self) -> anyhow::Result<crate::model::ModelParams> {
+        let (settings, retention_s) = self.settings()?;
+        Ok(settings.model_params(retention_s))
     }
 }
 
 pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
-    let params = args.params();
-    params.validate()?;
-    let dist = args.retry_delay()?;
+    let (settings, retention_s) = args.settings()?;
+    let params = settings.model_params(retention_s);
+    let dist = settings.retry_delay()?;
     let estimate = model::estimate(&params, &dist);
     let text = match args.format {
-        OutputFormat::Json => serde_json::to_string_pretty(&estimate)? + "\n",
-        OutputFormat::Table => {
-            let source = match &args.retry_cdf {
+        Format::Json => serde_json::to_string_pretty(&estimate)? + "\n",
+        Format::Table => {
+            let source = match &settings.retry.cdf {
                 Some(path) => format!("measured, from {}", path.display()),
                 None => "the seed's illustrative table, not measured".to_string(),
             };
@@ -615,7 +451,8 @@ fn sweep_table(e: &Estimate) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S};
+    use crate::model::SEED;
+    use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S, RetryDelay};
     use clap::Parser as _;
 
     #[derive(clap::Parser, Debug)]
@@ -624,20 +461,21 @@ mod tests {
         args: EstimateArgs,
     }
 
-    /// The flag defaults are written next to the flags for `--help`; they must stay the seed's.
+    /// The flag defaults come from the settings table; they must stay the seed's.
     #[test]
     fn flag_defaults_are_the_seed() {
         let w = Wrapper::try_parse_from(["x"]).unwrap();
-        assert_eq!(w.args.params(), SEED);
-        assert_eq!(w.args.retry_delay().unwrap(), RetryDelay::seed());
+        assert_eq!(w.args.params().unwrap(), SEED);
+        let (settings, _) = w.args.settings().unwrap();
+        assert_eq!(settings.retry_delay().unwrap(), RetryDelay::seed());
         assert_eq!(
-            w.args.head(),
+            settings.retry.head,
             Head::LogUniform {
                 min_delay_s: DEFAULT_MIN_DELAY_S
             }
         );
         assert_eq!(
-            w.args.tail(),
+            settings.retry.tail,
             Tail::LogLinear {
                 max_horizon_s: DEFAULT_MAX_HORIZON_S
             }
@@ -657,8 +495,9 @@ mod tests {
             ("--label-price", "-1"),
         ] {
             let err = Wrapper::try_parse_from(["x", flag, value])
-                .unwrap_err()
-                .to_string();
+                .map_err(|e| e.to_string())
+                .and_then(|w| w.args.settings().map_err(|e| e.to_string()))
+                .unwrap_err();
             assert!(err.contains(flag) && err.contains(value), "{err}");
         }
     }
@@ -666,6 +505,6 @@ mod tests {
     #[test]
     fn fractions_take_percentages() {
         let w = Wrapper::try_parse_from(["x", "--timeout-fraction", "0.1%"]).unwrap();
-        assert!((w.args.timeout_fraction - 0.001).abs() < 1e-15);
+        assert!((w.args.params().unwrap().timeout_fraction - 0.001).abs() < 1e-15);
     }
 }

@@ -5,10 +5,10 @@
 //! (a flag, a file, a store that cannot be opened).
 
 pub mod bench;
-pub mod estimate;
-pub mod report;
-pub mod scenario;
-pub mod simulate;
+pub(crate) mod estimate;
+pub(crate) mod report;
+pub(crate) mod scenario;
+pub(crate) mod simulate;
 pub mod store;
 
 use clap::{Parser, Subcommand};
@@ -24,15 +24,15 @@ use clap::{Parser, Subcommand};
         token, a batched sweeper) over SQLite or PostgreSQL, and measures it: scripted timelines, an analytic \
         capacity and cost model, synthetic traffic on a virtual clock, reports and benches."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(subcommand)]
-    pub command: Command,
+    command: Command,
 }
 
 /// Parsed once at startup, so the size of the largest variant does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Run a scripted timeline (a scenario file's [timeline]) against the engine and show what
     /// each caller got back, the labels stored and what the carrier billed.
     Scenario(scenario::ScenarioArgs),
@@ -80,4 +80,21 @@ pub fn main() -> i32 {
 pub enum Format {
     Table,
     Json,
+}
+
+/// The progress bar of a long run: hidden when asked, or when stderr is not a terminal.
+pub(crate) fn progress_bar(quiet: bool, what: &str) -> indicatif::ProgressBar {
+    use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+    use std::io::IsTerminal as _;
+    if quiet || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
+    b.set_style(
+        ProgressStyle::with_template(&format!(
+            "{{spinner}} {what} {{msg:<12}} {{wide_bar}} {{percent:>3}}% {{elapsed}}"
+        ))
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    b
 }

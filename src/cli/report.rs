@@ -4,10 +4,10 @@
 //! each broken budget is listed with its figure and limit); 2 bad input (a scenario file, an
 //! unwritable directory); 130 interrupted by Ctrl-C (what was simulated so far is written).
 
-use crate::report::{self, BenchResults, RunOptions};
-use anyhow::{Context, bail};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use std::io::IsTerminal;
+use crate::report::{self, BenchResults};
+use crate::run::{StoreOptions, Stores};
+use crate::sim::replay::Progress;
+use anyhow::bail;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -24,6 +24,11 @@ pub struct ReportArgs {
     /// Engine throughput to show: the JSON written by `idemcalc bench --format json`.
     #[arg(long, value_name = "FILE")]
     pub bench: Option<PathBuf>,
+    /// Where the simulations' stores go: `sqlite:PATH`, a file path, or
+    /// `postgres://USER@HOST:PORT/DATABASE[?schema=NAME]` (default: temporary SQLite files).
+    /// Each simulation gets its own suffixed file or schema; scratch schemas are dropped.
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
     /// No progress bar and no summary table on stdout (broken budgets still go to stderr).
     #[arg(long)]
     pub quiet: bool,
@@ -58,29 +63,26 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         .as_deref()
         .map(BenchResults::from_path)
         .transpose()?;
+    let stores = Stores::new(
+        args.store.as_deref(),
+        None,
+        StoreOptions {
+            purpose: "report",
+            ..StoreOptions::default()
+        },
+    )?;
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
-    let bar = if args.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template(
-                "{spinner} running {msg:<12} {wide_bar} {percent:>3}% {elapsed}",
-            )
-            .unwrap_or_else(|_| ProgressStyle::default_bar()),
-        );
-        b.set_message(format!("{} scenarios", loaded.len()));
-        b
-    };
+    let bar = super::progress_bar(args.quiet, "running");
+    bar.set_message(format!("{} scenarios", loaded.len()));
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
-    let scratch = tempfile::tempdir().context("cannot create a temporary directory")?;
-    let options = RunOptions {
+    let progress = Progress {
         tick: &tick,
         interrupted: &INTERRUPTED,
-        scratch: scratch.path(),
     };
-    let mut summary = report::run(&loaded, &options)?;
+    let summary = crate::run::scenarios(&loaded, &stores, &progress);
     bar.finish_and_clear();
+    stores.finish()?;
+    let mut summary = summary?;
     summary.bench = bench;
     let written = report::write_all(&args.out, &summary)?;
     if !args.quiet {

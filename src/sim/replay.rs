@@ -120,13 +120,7 @@ impl Default for SimConfig {
             crash_point: DiePoint::AfterCarrier,
             callers: 1,
             engine,
-            carrier: CarrierConfig {
-                latency: crate::carrier::Latency::LogNormal {
-                    median_ms: 30.0,
-                    p99_ms: 100.0,
-                },
-                ..CarrierConfig::default()
-            },
+            carrier: CarrierConfig::default(),
             seed: 1,
             series_points: 240,
         }
@@ -188,7 +182,7 @@ impl SimConfig {
         }
         if !frac(self.timeout_fraction) {
             return Err(invalid(
-                "--timeout-rate",
+                "--timeout-fraction",
                 "must be a fraction between 0 and 1",
             ));
         }
@@ -200,7 +194,7 @@ impl SimConfig {
         }
         if !frac(self.crash_fraction) {
             return Err(invalid(
-                "--crash-fraction",
+                "--crash-rate",
                 "must be a fraction between 0 and 1",
             ));
         }

@@ -6,7 +6,7 @@ use super::flow::{Flow, Observed, Send, carrier_replayed};
 use crate::carrier::{Carrier, CarrierResult, InvoiceLine};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::{DiePoint, Engine, EngineError, Outcome, Request};
-use crate::scenario::{Scenario, body_text};
+use crate::scenario::Scenario;
 use crate::store::{Invariants, LabelRow, Store, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
@@ -87,14 +87,10 @@ pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport,
     );
     let lease_ms = engine.config().lease_ms;
     let mut flow = Flow::new(engine, clock);
-    let ms = |d: std::time::Duration| d.as_millis() as Millis;
+    let ms = crate::duration::ms;
     let mut lanes = Vec::new();
     for (i, r) in timeline.requests.iter().enumerate() {
-        let body = match (&r.raw_body, &r.body, &timeline.body) {
-            (Some(raw), _, _) => raw.clone(),
-            (None, Some(b), _) | (None, None, Some(b)) => body_text(b),
-            (None, None, None) => String::new(),
-        };
+        let body = r.body.clone();
         let key = if r.no_key {
             None
         } else {

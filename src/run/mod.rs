@@ -1,0 +1,488 @@
+//! Runs: validated [`Settings`] (or scenarios) → jobs → measurements, with the model's estimate
+//! evaluated once per job from the very inputs the job ran with → [`results`] and budget
+//! verdicts.
+//!
+//! This is the only layer that schedules work and opens stores ([`stores::Stores`], one place
+//! for every store's lifecycle). It knows no output format: the report's exporters and
+//! the CLI turn its results into text.
+
+pub mod results;
+pub mod stores;
+
+pub use results::*;
+pub use stores::{Slot, StoreOptions, Stores};
+
+use crate::engine::{CarrierKey, KeyScope, RecordPlacement};
+use crate::model::{self, Estimate, ModelParams};
+use crate::scenario::{Budgets, Loaded, Scenario};
+use crate::settings::Settings;
+use crate::sim::replay::{self, Figure, Progress, SimConfig, SimReport};
+use crate::sim::timeline::{self, TimelineReport};
+use crate::traffic::{Arrivals, RetryDelay};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Runs the simulation of every retention of `settings` in parallel, each replicate on its own
+/// store from `stores`, and puts the model's figures (from the same settings) beside each.
+pub fn simulate(
+    settings: &Settings,
+    stores: &Stores,
+    progress: &Progress<'_>,
+) -> anyhow::Result<Vec<SimReport>> {
+    use rayon::prelude::*;
+    let dist = settings.retry_delay()?;
+    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
+    let replicates = settings.traffic.replicates;
+    let configs = settings.sim_configs();
+    let reports = configs
+        .par_iter()
+        .enumerate()
+        .map(|(point, cfg)| {
+            let open = |replicate: u32| {
+                stores.open(Slot {
+                    point,
+                    replicate,
+                    ..Slot::default()
+                })
+            };
+            let mut sim = replay::simulate(
+                cfg,
+                &arrivals,
+                &dist,
+                replicates,
+                stores.name(),
+                &open,
+                progress,
+            )?;
+            let params = settings.model_params(cfg.retention_s());
+            with_model(&mut sim, &model::estimate(&params, &dist), &params);
+            Ok(sim)
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    Ok(reports)
+}
+
+/// Replaces the simulator's own model figures (`analytic`) by the estimate at the run's full
+/// settings, so a report never mixes two parameter sets (the simulator only knows its own
+/// inputs, not `[model]`'s record size or prices).
+fn with_model(sim: &mut SimReport, e: &Estimate, params: &ModelParams) {
+    sim.bytes_per_record_measured.analytic = params.bytes_per_record;
+    sim.store_records_steady.analytic = e.store_bytes / params.bytes_per_record;
+    sim.store_bytes_steady.analytic = e.store_bytes;
+    sim.timed_out_per_day.analytic = e.timed_out_per_day;
+    sim.late_after_purge_per_day.analytic = e.late_after_purge_per_day;
+    sim.duplicate_labels_per_day.analytic = e.duplicate_labels_per_day;
+    sim.duplicate_cost_per_day.analytic = e.duplicate_cost_per_day;
+}
+
+/// Runs a scenario's scripted timeline on the store of `slot`, which must be empty: replaying a
+/// timeline into a store that already holds its keys would answer from the old records.
+pub fn timeline(
+    scenario: &Scenario,
+    stores: &Stores,
+    slot: Slot,
+) -> anyhow::Result<TimelineReport> {
+    let mut store = stores.open(slot)?;
+    let existing = store.count_keys()?;
+    if existing > 0 {
+        anyhow::bail!(
+            "{} already holds {existing} records; a timeline needs an empty store (a new file or schema)",
+            store.describe()
+        );
+    }
+    let mut report = timeline::run(scenario, store)?;
+    report.store = stores.name().to_string();
+    Ok(report)
+}
+
+/// One simulation to run: a scenario at one retention.
+struct Job<'a> {
+    scenario: usize,
+    retention: usize,
+    cfg: SimConfig,
+    arrivals: Arrivals,
+    dist: RetryDelay,
+    replicates: u32,
+    /// Expected replayed intents: the run time is about proportional to it.
+    cost: f64,
+    loaded: &'a Loaded,
+}
+
+/// Runs every scenario: timelines at once, simulations in parallel, longest first so two
+/// cores finish together. Returns the summary without bench results. `progress.tick` gets the
+/// fraction of all simulated work done.
+pub fn scenarios(
+    loaded: &[Loaded],
+    stores: &Stores,
+    progress: &Progress<'_>,
+) -> anyhow::Result<Summary> {
+    let mut jobs = Vec::new();
+    for (si, l) in loaded.iter().enumerate() {
+        if !l.scenario.simulated {
+            continue;
+        }
+        let settings = &l.scenario.settings;
+        let in_file = |e: String| anyhow::anyhow!("{}: {e}", l.path.display());
+        let arrivals = settings.arrivals().map_err(in_file)?;
+        let dist = settings
+            .retry_delay()
+            .map_err(|e| in_file(format!("{e:#}")))?;
+        for (ri, cfg) in l.scenario.sim_configs().into_iter().enumerate() {
+            let (s_o, s_t) = cfg.fractions();
+            let per_s = arrivals.mean_rate_per_s()
+                * ((1.0 - cfg.timeout_fraction) * s_o + cfg.timeout_fraction * s_t);
+            let cost = per_s * cfg.arrival_s() * f64::from(settings.traffic.replicates);
+            jobs.push(Job {
+                scenario: si,
+                retention: ri,
+                cfg,
+                arrivals: arrivals.clone(),
+                dist: dist.clone(),
+                replicates: settings.traffic.replicates,
+                cost,
+                loaded: l,
+            });
+        }
+    }
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by(|a, b| jobs[*b].cost.total_cmp(&jobs[*a].cost));
+    let total_cost: f64 = jobs.iter().map(|j| j.cost).sum::<f64>().max(1.0);
+    let done = Mutex::new(vec![0.0f64; jobs.len()]);
+    let results: Mutex<Vec<Option<Result<SimReport, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    let next = AtomicUsize::new(0);
+    let workers = rayon::current_num_threads().clamp(1, jobs.len().max(1));
+    rayon::scope(|s| {
+        for _ in 0..workers {
+            s.spawn(|_| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&j) = order.get(i) else { break };
+                    let job = &jobs[j];
+                    let tick = |f: f64| {
+                        let mut d = done.lock().unwrap_or_else(|p| p.into_inner());
+                        d[j] = f * job.cost;
+                        (progress.tick)(d.iter().sum::<f64>() / total_cost);
+                    };
+                    let job_progress = Progress {
+                        tick: &tick,
+                        interrupted: progress.interrupted,
+                    };
+                    let open = |replicate: u32| {
+                        stores.open(Slot {
+                            scenario: job.scenario,
+                            point: job.retention,
+                            replicate,
+                            timeline: false,
+                        })
+                    };
+                    let r = replay::simulate(
+                        &job.cfg,
+                        &job.arrivals,
+                        &job.dist,
+                        job.replicates,
+                        stores.name(),
+                        &open,
+                        &job_progress,
+                    )
+                    .map_err(|e| format!("{}: {e}", job.loaded.path.display()));
+                    tick(1.0);
+                    results.lock().unwrap_or_else(|p| p.into_inner())[j] = Some(r);
+                }
+            });
+        }
+    });
+    let mut sims: Vec<Option<SimReport>> = Vec::with_capacity(jobs.len());
+    for r in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match r {
+            Some(Ok(report)) => sims.push(Some(report)),
+            Some(Err(e)) => anyhow::bail!(e),
+            None => sims.push(None),
+        }
+    }
+
+    let mut scenarios = Vec::new();
+    for (si, l) in loaded.iter().enumerate() {
+        let s = &l.scenario;
+        let mut runs = Vec::new();
+        for (j, job) in jobs.iter().enumerate() {
+            if job.scenario != si {
+                continue;
+            }
+            let Some(sim) = sims[j].take() else { continue };
+            let params = s.model_params(job.cfg.retention_s());
+            runs.push(run_result(
+                job.cfg.clone(),
+                params,
+                sim,
+                &job.dist,
+                s.budgets.as_ref(),
+            )?);
+        }
+        let timeline = match &s.timeline {
+            None => None,
+            Some(_) => {
+                let slot = Slot {
+                    scenario: si,
+                    timeline: true,
+                    ..Slot::default()
+                };
+                Some(timeline(s, stores, slot).map_err(|e| {
+                    anyhow::anyhow!("{}: running the timeline: {e:#}", l.path.display())
+                })?)
+            }
+        };
+        scenarios.push(ScenarioResult {
+            name: s.name.clone(),
+            file: l.file_name(),
+            description: s.description.trim().to_string(),
+            seed: s.settings.seed,
+            deviations: deviations(s),
+            budgets: s.budgets.clone(),
+            runs,
+            timeline,
+        });
+    }
+    Ok(summarise(scenarios, None))
+}
+
+/// Assembles the summary and collects the broken budgets.
+pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) -> Summary {
+    let broken_budgets = scenarios
+        .iter()
+        .flat_map(|s| {
+            s.runs.iter().flat_map(move |r| {
+                r.verdicts
+                    .iter()
+                    .filter(|v| v.status == Status::Broken)
+                    .map(move |v| BrokenBudget {
+                        scenario: s.name.clone(),
+                        retention: r.retention.clone(),
+                        budget: v.budget,
+                        figure: v.figure.estimate,
+                        limit: v.limit,
+                        unit: v.unit,
+                    })
+            })
+        })
+        .collect();
+    let interrupted = scenarios
+        .iter()
+        .any(|s| s.runs.iter().any(|r| r.sampling.interrupted));
+    Summary {
+        schema_version: SCHEMA_VERSION,
+        tool: Tool::default(),
+        scenarios,
+        broken_budgets,
+        bench,
+        interrupted,
+    }
+}
+
+/// The non-default engine and traffic switches, named like the scenario file names them, so a
+/// failure scenario says at a glance which line of defence it removes.
+fn deviations(s: &Scenario) -> Vec<String> {
+    let mut out = Vec::new();
+    let e = &s.settings.engine;
+    if e.key_scope == KeyScope::Global {
+        out.push("key_scope = global".into());
+    }
+    if e.record_placement == RecordPlacement::SeparateStore {
+        out.push("record_placement = separate_store".into());
+    }
+    if e.carrier_key == CarrierKey::None {
+        out.push("carrier_key = none".into());
+    }
+    if s.simulated {
+        let t = &s.settings.traffic;
+        if t.key_policy == replay::KeyPolicy::NewPerAttempt {
+            out.push("key_policy = new_per_attempt".into());
+        }
+        if t.crash_fraction > 0.0 {
+            out.push(format!(
+                "crash_rate = {} at {}",
+                t.crash_fraction,
+                serde_json::to_value(t.crash_point)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default()
+            ));
+        }
+        if t.callers > 1 {
+            out.push(format!("callers = {}", t.callers));
+        }
+    }
+    let c = &s.settings.carrier;
+    if c.hang_fraction > 0.0 {
+        out.push(format!("carrier.hang_fraction = {}", c.hang_fraction));
+    }
+    if e.lease_ms < 30_000 {
+        out.push(format!(
+            "lease = {}",
+            crate::duration::format_secs(e.lease_ms as f64 / 1000.0)
+        ));
+    }
+    out
+}
+
+/// Maps a figure's three values through a function that grows with its input.
+fn map_figure(
+    f: &Figure,
+    analytic: f64,
+    g: impl Fn(f64) -> Result<f64, String>,
+) -> Result<Figure, String> {
+    Ok(Figure {
+        estimate: g(f.estimate)?,
+        ci95_low: g(f.ci95_low)?,
+        ci95_high: g(f.ci95_high)?,
+        analytic,
+    })
+}
+
+/// A run's figures, verdicts and model, from one simulator report.
+pub fn run_result(
+    config: SimConfig,
+    params: ModelParams,
+    mut sim: SimReport,
+    dist: &RetryDelay,
+    budgets: Option<&Budgets>,
+) -> anyhow::Result<RunResult> {
+    let model = model::estimate(&params, dist);
+    with_model(&mut sim, &model, &params);
+    let price = params.storage_usd_per_gb_month;
+    let storage = map_figure(&sim.store_bytes_steady, model.storage_cost_per_day, |b| {
+        model::formula(
+            "storage_cost_per_day",
+            &[("store_bytes", b), ("storage_usd_per_gb_month", price)],
+        )
+    })
+    .map_err(anyhow::Error::msg)?;
+    let d = &sim.duplicate_cost_per_day;
+    let total = |s: f64, d: f64| {
+        model::formula(
+            "total_cost_per_day",
+            &[("storage_cost_per_day", s), ("duplicate_cost_per_day", d)],
+        )
+    };
+    let total_cost = Figure {
+        estimate: total(storage.estimate, d.estimate).map_err(anyhow::Error::msg)?,
+        ci95_low: total(storage.ci95_low, d.ci95_low).map_err(anyhow::Error::msg)?,
+        ci95_high: total(storage.ci95_high, d.ci95_high).map_err(anyhow::Error::msg)?,
+        analytic: model.total_cost_per_day,
+    };
+    let figures = RunFigures {
+        store_bytes: sim.store_bytes_steady,
+        store_records: sim.store_records_steady,
+        bytes_per_record: Figure {
+            analytic: params.bytes_per_record,
+            ..sim.bytes_per_record_measured
+        },
+        timed_out_per_day: sim.timed_out_per_day,
+        late_after_purge_per_day: sim.late_after_purge_per_day,
+        duplicate_labels_per_day: sim.duplicate_labels_per_day,
+        duplicate_cost_per_day: sim.duplicate_cost_per_day,
+        storage_cost_per_day: storage,
+        total_cost_per_day: total_cost,
+        unlabelled_per_day: sim.unlabelled_per_day,
+    };
+    let verdicts = budgets.map(|b| verdicts(b, &figures)).unwrap_or_default();
+    Ok(RunResult {
+        retention_s: sim.retention_s,
+        retention: crate::duration::format_secs(sim.retention_s),
+        rate_per_s: sim.rate,
+        config,
+        figures,
+        detection: sim.detection,
+        outcomes: sim.outcomes.clone(),
+        invariants: sim.invariants.clone(),
+        sampling: Sampling {
+            replicates: sim.replicates,
+            sample_ordinary: sim.sample_ordinary,
+            sample_timed_out: sim.sample_timed_out,
+            replayed_intents: sim.replayed_intents,
+            replayed_requests: sim.replayed_requests,
+            arrival_seconds: sim.arrival_seconds,
+            simulated_seconds: sim.simulated_seconds,
+            interrupted: sim.interrupted,
+        },
+        model,
+        verdicts,
+        sim,
+    })
+}
+
+/// Checks each budget against the estimate, and flags an interval that reaches past it.
+pub fn verdicts(b: &Budgets, f: &RunFigures) -> Vec<Verdict> {
+    let gb = |v: f64| v / 1e9;
+    let checks = [
+        (
+            "max_store_gb",
+            b.max_store_gb,
+            Figure {
+                estimate: gb(f.store_bytes.estimate),
+                ci95_low: gb(f.store_bytes.ci95_low),
+                ci95_high: gb(f.store_bytes.ci95_high),
+                analytic: gb(f.store_bytes.analytic),
+            },
+            "GB",
+        ),
+        (
+            "max_duplicates_per_day",
+            b.max_duplicates_per_day,
+            f.duplicate_labels_per_day,
+            "labels/day",
+        ),
+        (
+            "max_cost_per_day",
+            b.max_cost_per_day,
+            f.total_cost_per_day,
+            "USD/day",
+        ),
+    ];
+    checks
+        .into_iter()
+        .filter_map(|(budget, limit, figure, unit)| {
+            let limit = limit?;
+            let status = if figure.estimate > limit {
+                Status::Broken
+            } else if figure.ci95_high > limit {
+                Status::AtRisk
+            } else {
+                Status::Ok
+            };
+            Some(Verdict {
+                budget,
+                limit,
+                figure,
+                unit,
+                status,
+            })
+        })
+        .collect()
+}
+
+/// The summary of a single `idemcalc simulate` run, for `simulate --report`: the model is
+/// asked with the very settings the simulation ran with.
+pub fn simulation_summary(
+    description: String,
+    settings: &Settings,
+    dist: &RetryDelay,
+    reports: Vec<SimReport>,
+) -> anyhow::Result<Summary> {
+    let mut runs = Vec::new();
+    for (cfg, sim) in settings.sim_configs().into_iter().zip(reports) {
+        let params = settings.model_params(cfg.retention_s());
+        runs.push(run_result(cfg, params, sim, dist, None)?);
+    }
+    let scenario = ScenarioResult {
+        name: "simulate".into(),
+        file: String::new(),
+        description,
+        seed: settings.seed,
+        deviations: Vec::new(),
+        budgets: None,
+        runs,
+        timeline: None,
+    };
+    Ok(summarise(vec![scenario], None))
+}

@@ -1,0 +1,204 @@
+//! What a run produces, as numbers: per scenario, per retention, the measured figures beside
+//! the model's, and the budget verdicts. Serialised as `summary.json` (field names are its
+//! public schema, see [`SCHEMA_VERSION`]); formatted for people only by the report module.
+//!
+//! Invariant: nothing here holds a wall-clock time or a temporary path, so the same scenarios
+//! and seeds give a byte-identical `summary.json` (CI diffs it).
+
+use crate::model::Estimate;
+use crate::scenario::Budgets;
+use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
+use crate::sim::timeline::TimelineReport;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+
+/// Version of `summary.json`; bump it when a field changes meaning or goes away.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Everything the report shows, as numbers. Serialised as `summary.json`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub schema_version: u32,
+    pub tool: Tool,
+    pub scenarios: Vec<ScenarioResult>,
+    /// Every broken budget of every scenario, in scenario order: what CI prints and fails on.
+    pub broken_budgets: Vec<BrokenBudget>,
+    /// `idemcalc bench --format json` results, when `--bench` was given.
+    pub bench: Option<BenchResults>,
+    /// A run was stopped by Ctrl-C: its figures cover only part of the simulated time.
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Tool {
+    pub name: &'static str,
+    pub version: &'static str,
+}
+
+impl Default for Tool {
+    fn default() -> Self {
+        Tool {
+            name: env!("CARGO_PKG_NAME"),
+            version: env!("CARGO_PKG_VERSION"),
+        }
+    }
+}
+
+/// One scenario file's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ScenarioResult {
+    pub name: String,
+    /// The file name, without its directory (which differs between machines).
+    pub file: String,
+    pub description: String,
+    pub seed: u64,
+    /// The engine switches that differ from the seed's design, e.g. `key_scope = global`.
+    pub deviations: Vec<String>,
+    pub budgets: Option<Budgets>,
+    /// One simulation per retention, in the file's order.
+    pub runs: Vec<RunResult>,
+    pub timeline: Option<TimelineReport>,
+}
+
+/// One simulated retention: measured figures beside the model's, and the budget verdicts.
+#[derive(Debug, Clone, Serialize)]
+pub struct RunResult {
+    pub retention_s: f64,
+    pub retention: String,
+    /// Mean arrival rate, calls/s.
+    pub rate_per_s: f64,
+    pub config: SimConfig,
+    pub figures: RunFigures,
+    pub detection: Detection,
+    pub outcomes: Vec<OutcomeRow>,
+    pub invariants: SimInvariants,
+    pub sampling: Sampling,
+    /// The analytic model at the same inputs (assumed bytes per record).
+    pub model: Estimate,
+    pub verdicts: Vec<Verdict>,
+    /// The full simulator output, for the charts and the tables; its series and wall-clock time
+    /// stay out of the JSON.
+    #[serde(skip)]
+    pub sim: SimReport,
+}
+
+/// Each figure as low / estimate / high with the model's value (`analytic`) beside it.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct RunFigures {
+    pub store_bytes: Figure,
+    pub store_records: Figure,
+    pub bytes_per_record: Figure,
+    pub timed_out_per_day: Figure,
+    pub late_after_purge_per_day: Figure,
+    pub duplicate_labels_per_day: Figure,
+    pub duplicate_cost_per_day: Figure,
+    pub storage_cost_per_day: Figure,
+    pub total_cost_per_day: Figure,
+    pub unlabelled_per_day: Figure,
+}
+
+/// How much of the traffic was replayed, which sets the width of the intervals.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sampling {
+    pub replicates: u32,
+    pub sample_ordinary: f64,
+    pub sample_timed_out: f64,
+    pub replayed_intents: u64,
+    pub replayed_requests: u64,
+    pub arrival_seconds: f64,
+    pub simulated_seconds: f64,
+    pub interrupted: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The whole 95 % interval is within the limit.
+    Ok,
+    /// The estimate is within the limit but the interval reaches past it: not a failure, but
+    /// the run cannot promise the budget holds.
+    AtRisk,
+    /// The estimate is past the limit.
+    Broken,
+}
+
+/// One budget checked against one run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Verdict {
+    /// The `[budgets]` field, e.g. `max_store_gb`.
+    pub budget: &'static str,
+    pub limit: f64,
+    /// The figure in the budget's unit (GB, labels/day, USD/day).
+    pub figure: Figure,
+    pub unit: &'static str,
+    pub status: Status,
+}
+
+/// A broken budget as CI lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BrokenBudget {
+    pub scenario: String,
+    pub retention: String,
+    pub budget: &'static str,
+    pub figure: f64,
+    pub limit: f64,
+    pub unit: &'static str,
+}
+
+/// Engine throughput from `idemcalc bench --format json`. Only the fields the report draws are
+/// read; anything else in the file is ignored, so the bench may grow without breaking this.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct BenchResults {
+    pub results: Vec<BenchRow>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BenchRow {
+    /// Store or configuration name.
+    #[serde(alias = "store")]
+    pub name: String,
+    pub creates_per_s: Option<f64>,
+    /// The same creates without the idempotency layer.
+    pub baseline_creates_per_s: Option<f64>,
+    pub overhead_ratio: Option<f64>,
+    pub p50_us: Option<f64>,
+    pub p99_us: Option<f64>,
+}
+
+impl BenchResults {
+    /// Reads a bench JSON file: an object with `results`, a list of rows, or a single row.
+    pub fn from_path(path: &Path) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let text = crate::settings::read_limited(path)
+            .with_context(|| format!("{}: cannot read the bench results", path.display()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;
+        let rows = match value {
+            serde_json::Value::Array(rows) => rows,
+            serde_json::Value::Object(ref o) => match o.get("results") {
+                Some(serde_json::Value::Array(rows)) => rows.clone(),
+                _ => vec![value.clone()],
+            },
+            _ => anyhow::bail!(
+                "{}: expected the JSON of `idemcalc bench --format json`",
+                path.display()
+            ),
+        };
+        let results = rows
+            .into_iter()
+            .enumerate()
+            .map(|(i, row)| {
+                serde_json::from_value::<BenchRow>(row)
+                    .with_context(|| format!("{}: result {}", path.display(), i + 1))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if results.iter().all(|r| r.creates_per_s.is_none()) {
+            anyhow::bail!(
+                "{}: no result has `creates_per_s`; is this the JSON of `idemcalc bench --format json`?",
+                path.display()
+            );
+        }
+        Ok(BenchResults { results })
+    }
+}

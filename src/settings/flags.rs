@@ -1,0 +1,94 @@
+//! Command-line flags built from the settings table: one `Arg` per knob of the subcommand.
+//!
+//! Parsing only records what was typed (no clap value parsers, no clap defaults), so a flag
+//! and a file field go through the same check in [`super::Values::check`] and a flag left out
+//! means the table's default, exactly as a field left out of a file does.
+
+use super::knobs::{KNOBS, Kind, Raw};
+use super::{Settings, SettingsError, Values};
+use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
+
+/// The flags of one subcommand (`C` is a [`super::knobs`] command bit), as typed.
+#[derive(Debug, Clone, Default)]
+pub struct Flags<const C: u8> {
+    given: Vec<(&'static str, Raw)>,
+}
+
+impl<const C: u8> Flags<C> {
+    /// The flags as the one validated settings value.
+    pub fn settings(&self) -> Result<Settings, SettingsError> {
+        self.settings_over(&[])
+    }
+
+    /// The flags over a base (a scenario file's values): a flag given wins over the file.
+    pub fn settings_over(&self, base: &[(&'static str, Raw)]) -> Result<Settings, SettingsError> {
+        let merged = base.iter().chain(self.given.iter()).cloned();
+        Settings::from_values(&Values::check(merged)?)
+    }
+
+    /// Test helper: flags as if typed, without clap.
+    pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Self {
+        Flags {
+            given: pairs
+                .iter()
+                .map(|(n, v)| (*n, Raw::Text(v.to_string())))
+                .collect(),
+        }
+    }
+}
+
+fn augment(mut cmd: Command, command: u8) -> Command {
+    for k in KNOBS.iter().filter(|k| k.commands & command != 0) {
+        let mut help = k.help.to_string();
+        if let Kind::Choice(words) = k.kind {
+            let words: Vec<String> = words.iter().map(|w| w.replace('_', "-")).collect();
+            help.push_str(&format!(" [possible values: {}]", words.join(", ")));
+        }
+        if let Some(d) = k.default {
+            help.push_str(&format!(" [default: {}]", d.replace('_', "-")));
+        }
+        let mut arg = Arg::new(k.name)
+            .long(&k.flag[2..])
+            .value_name(k.value_name)
+            .help(help)
+            .action(ArgAction::Set)
+            .num_args(1)
+            // `--rate -3` reaches the check, which names the flag, instead of clap's
+            // "unexpected argument".
+            .allow_hyphen_values(true);
+        for a in k.aliases {
+            arg = arg.alias(*a);
+        }
+        cmd = cmd.arg(arg);
+    }
+    cmd
+}
+
+impl<const C: u8> FromArgMatches for Flags<C> {
+    fn from_arg_matches(m: &ArgMatches) -> Result<Self, clap::Error> {
+        let given = KNOBS
+            .iter()
+            .filter(|k| k.commands & C != 0)
+            .filter_map(|k| {
+                m.get_one::<String>(k.name)
+                    .map(|v| (k.name, Raw::Text(v.clone())))
+            })
+            .collect();
+        Ok(Flags { given })
+    }
+
+    fn update_from_arg_matches(&mut self, m: &ArgMatches) -> Result<(), clap::Error> {
+        *self = Self::from_arg_matches(m)?;
+        Ok(())
+    }
+}
+
+impl<const C: u8> Args for Flags<C> {
+    fn augment_args(cmd: Command) -> Command {
+        augment(cmd, C)
+    }
+
+    fn augment_args_for_update(cmd: Command) -> Command {
+        augment(cmd, C)
+    }
+}

@@ -1,0 +1,800 @@
+//! The one table of settings: every knob's flag, scenario-file field, default, limits and unit.
+//!
+//! A command-line flag and a scenario file field are two spellings of one knob, so they share
+//! one row: the same default, the same limits, the same check ([`Knob::check`]). Limits are
+//! TigerBeetle-style, on everything, with the reason next to them where it is not obvious.
+//!
+//! Adding a knob: add a row to [`KNOBS`], a field to [`super::Settings`] and one line in
+//! `Settings::from_values`. The flag appears on every subcommand in its `commands`, the field
+//! in every scenario file, both with the same default and the same error messages.
+
+/// The subcommands a knob is a flag of (a bit set).
+pub const SIMULATE: u8 = 1;
+pub const ESTIMATE: u8 = 2;
+/// A scenario-file field only (no flag yet).
+pub const FILE_ONLY: u8 = 0;
+
+/// What values a knob takes. Every bound is inclusive unless `above` says "strictly above".
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Kind {
+    /// A duration like `24h`; `above_zero` refuses `0s`.
+    Duration { above_zero: bool, max_s: f64 },
+    /// A real number in `min..=max` (`above_min`: strictly above `min`).
+    Number { min: f64, above_min: bool, max: f64 },
+    /// A fraction in 0..=1, written `0.001` or `0.1%`.
+    Fraction,
+    /// A whole number in `min..=max`.
+    Count { min: u64, max: u64 },
+    /// One of these words; `-` and `_` are interchangeable so flags read `new-per-attempt` and
+    /// files `new_per_attempt`.
+    Choice(&'static [&'static str]),
+    /// A file path.
+    Path,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Knob {
+    /// The key in [`super::Values`] and the field of `Settings` it fills; unit last.
+    pub name: &'static str,
+    /// The flag, e.g. `--timeout-fraction`.
+    pub flag: &'static str,
+    /// Older flag spellings, accepted but hidden from `--help`.
+    pub aliases: &'static [&'static str],
+    /// The dotted scenario-file field, e.g. `traffic.timeout_fraction`; `None` for flags only.
+    pub field: Option<&'static str>,
+    pub kind: Kind,
+    /// A comma-separated list on the command line, a TOML array in a file; at most this many.
+    pub list_max: Option<usize>,
+    /// The default as it would be typed; `None`: absent unless given.
+    pub default: Option<&'static str>,
+    pub commands: u8,
+    /// `--help` text; the unit is in `value_name`.
+    pub help: &'static str,
+    pub value_name: &'static str,
+}
+
+const DAY_S: f64 = 86_400.0;
+/// A run of more than 90 simulated days is a typo: the retry distribution's horizon is 30 days.
+pub const MAX_SIMULATED_S: f64 = 90.0 * DAY_S;
+/// 10⁶ creates/s is 500 times the seed's peak: beyond it the model's store size is fantasy.
+const MAX_RATE_PER_S: f64 = 1e6;
+const MAX_USD: f64 = 1e6;
+
+const fn duration(above_zero: bool, max_s: f64) -> Kind {
+    Kind::Duration { above_zero, max_s }
+}
+const fn above(min: f64, max: f64) -> Kind {
+    Kind::Number {
+        min,
+        above_min: true,
+        max,
+    }
+}
+const fn at_least(min: f64, max: f64) -> Kind {
+    Kind::Number {
+        min,
+        above_min: false,
+        max,
+    }
+}
+
+const BOTH: u8 = SIMULATE | ESTIMATE;
+
+macro_rules! knob {
+    (@aliases) => { &[] };
+    (@aliases $a:expr) => { $a };
+    (@list) => { None };
+    (@list $l:expr) => { Some($l) };
+    ($name:literal, $flag:literal, $field:expr, $kind:expr, $default:expr, $commands:expr, $vn:literal, $help:literal $(, aliases = $aliases:expr)? $(, list = $list:expr)?) => {
+        Knob {
+            name: $name,
+            flag: $flag,
+            aliases: knob!(@aliases $($aliases)?),
+            field: $field,
+            kind: $kind,
+            list_max: knob!(@list $($list)?),
+            default: $default,
+            commands: $commands,
+            help: $help,
+            value_name: $vn,
+        }
+    };
+}
+
+/// Every knob, in `--help` order.
+pub const KNOBS: &[Knob] = &[
+    knob!(
+        "seed",
+        "--seed",
+        Some("seed"),
+        Kind::Count {
+            min: 0,
+            max: u64::MAX
+        },
+        Some("1"),
+        SIMULATE,
+        "SEED",
+        "Seed for every random choice; the same seed and inputs give the same JSON."
+    ),
+    // Traffic
+    knob!(
+        "rate_per_s",
+        "--rate",
+        Some("traffic.rate"),
+        above(0.0, MAX_RATE_PER_S),
+        Some("400"),
+        BOTH,
+        "CALLS_PER_S",
+        "Average label creates per second (the seed's average is 400, its peak 2000)."
+    ),
+    knob!(
+        "rush_rate_per_s",
+        "--rush-rate",
+        Some("traffic.rush.rate"),
+        at_least(0.0, MAX_RATE_PER_S),
+        None,
+        SIMULATE,
+        "CALLS_PER_S",
+        "A daily rush at this rate on top of --rate, e.g. 2000 (see --rush-start, --rush-duration)."
+    ),
+    knob!(
+        "rush_start",
+        "--rush-start",
+        Some("traffic.rush.start"),
+        duration(false, DAY_S),
+        Some("16h"),
+        SIMULATE,
+        "DURATION",
+        "When the daily rush starts, after midnight."
+    ),
+    knob!(
+        "rush_duration",
+        "--rush-duration",
+        Some("traffic.rush.duration"),
+        duration(true, DAY_S),
+        Some("4h"),
+        SIMULATE,
+        "DURATION",
+        "How long the daily rush lasts.",
+        aliases = &["rush-for"]
+    ),
+    knob!(
+        "peak_rate_per_s",
+        "--peak-rate",
+        Some("model.peak_rate"),
+        above(0.0, MAX_RATE_PER_S),
+        Some("2000"),
+        BOTH,
+        "CALLS_PER_S",
+        "Peak creates per second that size the worst-case store (the seed's pre-holiday rush); the traffic's own peak if higher."
+    ),
+    knob!(
+        "arrival",
+        "--duration",
+        Some("traffic.duration"),
+        duration(true, MAX_SIMULATED_S),
+        None,
+        SIMULATE,
+        "DURATION",
+        "How long traffic arrives, in simulated time (default: one retention plus half a retention, at least 6 h). At most 90d."
+    ),
+    knob!(
+        "sample",
+        "--sample",
+        Some("traffic.sample"),
+        Kind::Number {
+            min: 0.0,
+            above_min: true,
+            max: 1.0
+        },
+        None,
+        SIMULATE,
+        "FRACTION",
+        "Fraction of ordinary calls replayed, in (0, 1]; 1 is full fidelity (default: about --target intents)."
+    ),
+    knob!(
+        "target_intents",
+        "--target",
+        Some("traffic.target"),
+        at_least(1.0, 1e8),
+        Some("40000"),
+        SIMULATE,
+        "INTENTS",
+        "How many ordinary intents the automatic sample aims for: run time against interval width."
+    ),
+    // 64 replicates at 40,000 intents each is already minutes on two cores.
+    knob!(
+        "replicates",
+        "--replicates",
+        Some("traffic.replicates"),
+        Kind::Count { min: 1, max: 64 },
+        Some("1"),
+        SIMULATE,
+        "N",
+        "Independent replicates, run in parallel and pooled into the intervals (at most 64)."
+    ),
+    knob!(
+        "timeout_fraction",
+        "--timeout-fraction",
+        Some("traffic.timeout_fraction"),
+        Kind::Fraction,
+        Some("0.001"),
+        BOTH,
+        "FRACTION",
+        "Share of calls that time out, like 0.001 or 0.1% (seed: 0.1%).",
+        aliases = &["timeout-rate"]
+    ),
+    knob!(
+        "done_fraction",
+        "--done-fraction",
+        Some("traffic.done_fraction"),
+        Kind::Fraction,
+        Some("0.6"),
+        BOTH,
+        "FRACTION",
+        "Share of timed-out calls already done server-side (seed: 60%)."
+    ),
+    knob!(
+        "key_policy",
+        "--key-policy",
+        Some("traffic.key_policy"),
+        Kind::Choice(&["derived", "random_saved", "new_per_attempt"]),
+        Some("derived"),
+        SIMULATE,
+        "POLICY",
+        "How clients make keys: derived (the seed's), random-saved, or new-per-attempt (the bug)."
+    ),
+    knob!(
+        "callers",
+        "--callers",
+        Some("traffic.callers"),
+        Kind::Count {
+            min: 1,
+            max: 10_000
+        },
+        Some("1"),
+        SIMULATE,
+        "N",
+        "Callers (tenants) sharing order numbering; with global keys they collide."
+    ),
+    knob!(
+        "crash_fraction",
+        "--crash-rate",
+        Some("traffic.crash_rate"),
+        Kind::Fraction,
+        Some("0"),
+        SIMULATE,
+        "FRACTION",
+        "Fraction of attempts killed mid-flight (at --crash-point)."
+    ),
+    knob!(
+        "crash_point",
+        "--crash-point",
+        Some("traffic.crash_point"),
+        Kind::Choice(&["after_txn1", "after_carrier", "inside_txn2"]),
+        Some("after_carrier"),
+        SIMULATE,
+        "POINT",
+        "Where a killed attempt dies."
+    ),
+    // A client that tries more than 100 times in-process is a bug of its own.
+    knob!(
+        "max_attempts",
+        "--max-attempts",
+        Some("traffic.max_attempts"),
+        Kind::Count { min: 1, max: 100 },
+        Some("4"),
+        SIMULATE,
+        "N",
+        "Attempts per intent in the client's in-process retry loop, the first included."
+    ),
+    knob!(
+        "deadline",
+        "--deadline",
+        Some("traffic.deadline"),
+        duration(true, 3_600.0),
+        Some("250ms"),
+        SIMULATE,
+        "DURATION",
+        "The client's deadline for one attempt (seed: 250 ms)."
+    ),
+    knob!(
+        "backoff_base",
+        "--backoff-base",
+        Some("traffic.backoff_base"),
+        duration(true, 3_600.0),
+        Some("100ms"),
+        SIMULATE,
+        "DURATION",
+        "First backoff between in-process attempts (exponential, full jitter)."
+    ),
+    knob!(
+        "backoff_cap",
+        "--backoff-cap",
+        Some("traffic.backoff_cap"),
+        duration(true, DAY_S),
+        Some("5s"),
+        SIMULATE,
+        "DURATION",
+        "Longest backoff between in-process attempts."
+    ),
+    knob!(
+        "sweep_period",
+        "--sweep-period",
+        Some("traffic.sweep_period"),
+        duration(true, DAY_S),
+        Some("60s"),
+        SIMULATE,
+        "DURATION",
+        "How often the sweeper runs."
+    ),
+    knob!(
+        "sweep_batch",
+        "--sweep-batch",
+        Some("traffic.sweep_batch"),
+        Kind::Count {
+            min: 1,
+            max: 1_000_000
+        },
+        Some("10000"),
+        SIMULATE,
+        "RECORDS",
+        "Records the sweeper deletes per batch."
+    ),
+    // Each point is a row in the series tables and a vertex in the chart.
+    knob!(
+        "series_points",
+        "--series-points",
+        Some("traffic.series_points"),
+        Kind::Count {
+            min: 2,
+            max: 100_000
+        },
+        Some("240"),
+        SIMULATE,
+        "N",
+        "Points of the keys-in-the-store time series."
+    ),
+    // Engine
+    knob!(
+        "retention",
+        "--retention",
+        Some("engine.retention"),
+        duration(true, 365.0 * DAY_S),
+        Some("24h"),
+        BOTH,
+        "DURATION",
+        "Retention after completion, e.g. 24h or 3d; simulate takes a comma-separated list (1h,24h,3d) and runs each.",
+        list = 32
+    ),
+    knob!(
+        "lease",
+        "--lease",
+        Some("engine.lease"),
+        duration(true, DAY_S),
+        Some("30s"),
+        SIMULATE,
+        "DURATION",
+        "Lease length (seed: 30s)."
+    ),
+    knob!(
+        "carrier_timeout",
+        "--carrier-timeout",
+        Some("engine.carrier_timeout"),
+        duration(true, DAY_S),
+        Some("20s"),
+        SIMULATE,
+        "DURATION",
+        "Carrier call timeout (seed: 20s, inside the lease)."
+    ),
+    knob!(
+        "key_scope",
+        "--key-scope",
+        Some("engine.key_scope"),
+        Kind::Choice(&["per_caller", "global"]),
+        Some("per_caller"),
+        SIMULATE,
+        "SCOPE",
+        "Key scope: per-caller (correct) or global (the seed's collision failure)."
+    ),
+    knob!(
+        "record_placement",
+        "--record-placement",
+        Some("engine.record_placement"),
+        Kind::Choice(&["same_transaction", "separate_store"]),
+        Some("same_transaction"),
+        SIMULATE,
+        "PLACEMENT",
+        "Key record and label in one transaction, or separate-store (not atomic)."
+    ),
+    knob!(
+        "carrier_key",
+        "--carrier-key",
+        Some("engine.carrier_key"),
+        Kind::Choice(&["derived", "none"]),
+        Some("derived"),
+        SIMULATE,
+        "KEY",
+        "What the carrier call carries: the derived key, or none."
+    ),
+    // Carrier
+    knob!(
+        "carrier_latency",
+        "--carrier-latency",
+        Some("carrier.latency"),
+        duration(false, 3_600.0),
+        None,
+        SIMULATE,
+        "DURATION",
+        "A fixed carrier latency, instead of the log-normal of --carrier-median and --carrier-p99."
+    ),
+    // The carrier module's design values (carrier::CarrierConfig::default), also what every
+    // bundled scenario writes; the command line used to say 30 ms / 100 ms.
+    knob!(
+        "carrier_latency_median",
+        "--carrier-median",
+        Some("carrier.latency.median"),
+        duration(true, 3_600.0),
+        Some("40ms"),
+        SIMULATE,
+        "DURATION",
+        "Median carrier latency (log-normal)."
+    ),
+    knob!(
+        "carrier_latency_p99",
+        "--carrier-p99",
+        Some("carrier.latency.p99"),
+        duration(true, 3_600.0),
+        Some("200ms"),
+        SIMULATE,
+        "DURATION",
+        "99th-percentile carrier latency (log-normal)."
+    ),
+    // 0s is a carrier that keeps no key: every late retry then misses its window.
+    knob!(
+        "carrier_window",
+        "--carrier-window",
+        Some("carrier.window"),
+        duration(false, 365.0 * DAY_S),
+        Some("24h"),
+        BOTH,
+        "DURATION",
+        "How long the carrier recognises our derived key."
+    ),
+    knob!(
+        "label_price_usd",
+        "--label-price",
+        Some("carrier.price_usd"),
+        at_least(0.0, MAX_USD),
+        Some("6"),
+        BOTH,
+        "USD",
+        "Price of one label (seed: $6.00)."
+    ),
+    knob!(
+        "hang_fraction",
+        "--carrier-hang-fraction",
+        Some("carrier.hang_fraction"),
+        Kind::Fraction,
+        Some("0"),
+        SIMULATE,
+        "FRACTION",
+        "Fraction of carrier calls that hang past the timeout after buying the label.",
+        aliases = &["carrier-hang-rate"]
+    ),
+    knob!(
+        "error_fraction",
+        "--carrier-error-fraction",
+        Some("carrier.error_fraction"),
+        Kind::Fraction,
+        Some("0"),
+        SIMULATE,
+        "FRACTION",
+        "Fraction of carrier calls refused outright."
+    ),
+    // Model
+    knob!(
+        "bytes_per_record",
+        "--bytes-per-record",
+        Some("model.bytes_per_record"),
+        above(0.0, 1e6),
+        Some("512"),
+        BOTH,
+        "BYTES",
+        "Stored size of one key record with index overhead, as the model assumes it (the simulator measures its own)."
+    ),
+    knob!(
+        "storage_usd_per_gb_month",
+        "--storage-price",
+        Some("model.storage_usd_per_gb_month"),
+        at_least(0.0, 1e4),
+        Some("0.1"),
+        BOTH,
+        "USD_PER_GB_MONTH",
+        "Storage price per GB-month (decimal GB)."
+    ),
+    knob!(
+        "unlabelled_parcel_usd",
+        "--unlabelled-cost",
+        Some("model.unlabelled_parcel_usd"),
+        at_least(0.0, MAX_USD),
+        Some("10"),
+        BOTH,
+        "USD",
+        "Cost of one parcel left without a label."
+    ),
+    // The late-retry distribution
+    knob!(
+        "retry_cdf",
+        "--retry-cdf",
+        None,
+        Kind::Path,
+        None,
+        BOTH,
+        "FILE",
+        "Measured late-retry distribution: CSV lines of `delay,cumulative fraction`, e.g. `90s,0.85`."
+    ),
+    knob!(
+        "retry_head",
+        "--retry-head",
+        None,
+        Kind::Choice(&["log_uniform", "at_first_point"]),
+        Some("log_uniform"),
+        BOTH,
+        "HEAD",
+        "How retries below the first point are spread: log-uniform from --retry-min-delay, or all at the first point."
+    ),
+    knob!(
+        "retry_min_delay",
+        "--retry-min-delay",
+        None,
+        duration(true, 3_600.0),
+        Some("250ms"),
+        BOTH,
+        "DURATION",
+        "Earliest retry for a log-uniform head."
+    ),
+    knob!(
+        "retry_tail",
+        "--retry-tail",
+        None,
+        Kind::Choice(&["log_linear", "at_horizon"]),
+        Some("log_linear"),
+        BOTH,
+        "TAIL",
+        "How retries beyond the last point are spread: log-linear to 100% at --retry-horizon, or all at it."
+    ),
+    knob!(
+        "retry_horizon",
+        "--retry-horizon",
+        None,
+        duration(true, 365.0 * DAY_S),
+        Some("30d"),
+        BOTH,
+        "DURATION",
+        "Delay by which every retry has arrived."
+    ),
+    // Budgets: limits on the simulated figures.
+    knob!(
+        "max_store_gb",
+        "--max-store-gb",
+        Some("budgets.max_store_gb"),
+        at_least(0.0, 1e9),
+        None,
+        FILE_ONLY,
+        "GB",
+        "Steady-state store size budget, decimal GB."
+    ),
+    knob!(
+        "max_duplicates_per_day",
+        "--max-duplicates-per-day",
+        Some("budgets.max_duplicates_per_day"),
+        at_least(0.0, 1e12),
+        None,
+        FILE_ONLY,
+        "LABELS",
+        "Real duplicate labels per day budget."
+    ),
+    knob!(
+        "max_cost_per_day",
+        "--max-cost-per-day",
+        Some("budgets.max_cost_per_day"),
+        at_least(0.0, 1e12),
+        None,
+        FILE_ONLY,
+        "USD",
+        "Storage plus duplicate labels budget, USD per day."
+    ),
+];
+
+/// The knob called `name`; the table is static, so a missing name is a bug caught by the tests.
+pub fn knob(name: &str) -> &'static Knob {
+    KNOBS
+        .iter()
+        .find(|k| k.name == name)
+        .unwrap_or_else(|| panic!("no knob called {name}"))
+}
+
+/// A value as it arrives, before the knob's check: flag text, or a TOML scalar.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Raw {
+    Text(String),
+    Float(f64),
+    Int(i64),
+    Other(String),
+    List(Vec<Raw>),
+}
+
+/// A value that passed its knob's check.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Value {
+    Duration(std::time::Duration),
+    Number(f64),
+    Count(u64),
+    Choice(&'static str),
+    Path(std::path::PathBuf),
+    List(Vec<Value>),
+}
+
+/// Why a value was refused; `unreadable` when it is not even of the right form (a column then
+/// points at it), otherwise it is out of range.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub message: String,
+    pub unreadable: bool,
+}
+
+fn unreadable(message: String) -> Refusal {
+    Refusal {
+        message,
+        unreadable: true,
+    }
+}
+fn out_of_range(message: String) -> Refusal {
+    Refusal {
+        message,
+        unreadable: false,
+    }
+}
+
+fn number_text(text: &str) -> Result<f64, Refusal> {
+    let t = text.trim();
+    let v: f64 = t
+        .parse()
+        .map_err(|_| unreadable(format!("`{text}` is not a number")))?;
+    if !v.is_finite() {
+        return Err(out_of_range(format!("`{text}` is not a finite number")));
+    }
+    Ok(v)
+}
+
+impl Knob {
+    /// The one check every value of this knob goes through, from a flag or from a file.
+    pub fn check(&self, raw: &Raw) -> Result<Value, Refusal> {
+        if let Some(max) = self.list_max {
+            let items: Vec<Raw> = match raw {
+                Raw::List(items) => items.clone(),
+                Raw::Text(t) => t
+                    .split(',')
+                    .map(|s| Raw::Text(s.trim().to_string()))
+                    .collect(),
+                other => vec![other.clone()],
+            };
+            if items.is_empty() {
+                return Err(out_of_range("give at least one value".into()));
+            }
+            if items.len() > max {
+                return Err(out_of_range(format!("at most {max} values")));
+            }
+            return items
+                .iter()
+                .map(|r| self.check_one(r))
+                .collect::<Result<Vec<_>, _>>()
+                .map(Value::List);
+        }
+        self.check_one(raw)
+    }
+
+    fn check_one(&self, raw: &Raw) -> Result<Value, Refusal> {
+        let shown = match raw {
+            Raw::Text(t) => t.clone(),
+            Raw::Float(f) => f.to_string(),
+            Raw::Int(i) => i.to_string(),
+            Raw::Other(o) => o.clone(),
+            Raw::List(_) => "a list".into(),
+        };
+        match self.kind {
+            Kind::Duration { above_zero, max_s } => {
+                let Raw::Text(text) = raw else {
+                    return Err(unreadable(format!(
+                        "{shown} is not a duration: write it as a string like \"250ms\", \"30s\" or \"24h\""
+                    )));
+                };
+                let d = crate::duration::parse(text).map_err(|e| unreadable(e.to_string()))?;
+                if above_zero && d.is_zero() {
+                    return Err(out_of_range(format!("must be longer than 0s, not {text}")));
+                }
+                if d.as_secs_f64() > max_s {
+                    return Err(out_of_range(format!(
+                        "{text} is longer than the {} limit",
+                        crate::duration::format_secs(max_s)
+                    )));
+                }
+                Ok(Value::Duration(d))
+            }
+            Kind::Number {
+                min,
+                above_min,
+                max,
+            } => {
+                let v = match raw {
+                    Raw::Text(t) => number_text(t)?,
+                    Raw::Float(f) => *f,
+                    Raw::Int(i) => *i as f64,
+                    _ => return Err(unreadable(format!("{shown} is not a number"))),
+                };
+                let low_ok = if above_min { v > min } else { v >= min };
+                if !(v.is_finite() && low_ok && v <= max) {
+                    let low = if above_min { "above" } else { "at least" };
+                    return Err(out_of_range(format!(
+                        "{shown} is out of range: must be {low} {min} and at most {max}"
+                    )));
+                }
+                Ok(Value::Number(v))
+            }
+            Kind::Fraction => {
+                let v = match raw {
+                    Raw::Text(t) => match t.trim().strip_suffix('%') {
+                        Some(p) => number_text(p)? / 100.0,
+                        None => number_text(t)?,
+                    },
+                    Raw::Float(f) => *f,
+                    Raw::Int(i) => *i as f64,
+                    _ => return Err(unreadable(format!("{shown} is not a fraction"))),
+                };
+                if !(0.0..=1.0).contains(&v) {
+                    return Err(out_of_range(format!(
+                        "must be a fraction from 0 to 1 (e.g. 0.001 or 0.1%), not {shown}"
+                    )));
+                }
+                Ok(Value::Number(v))
+            }
+            Kind::Count { min, max } => {
+                let v: u64 = match raw {
+                    Raw::Text(t) => t.trim().parse().map_err(|_| {
+                        unreadable(format!("`{t}` is not a whole number from {min} to {max}"))
+                    })?,
+                    Raw::Int(i) => u64::try_from(*i)
+                        .map_err(|_| out_of_range(format!("{i} is outside {min}..={max}")))?,
+                    _ => {
+                        return Err(unreadable(format!(
+                            "{shown} is not a whole number from {min} to {max}"
+                        )));
+                    }
+                };
+                if !(min..=max).contains(&v) {
+                    return Err(out_of_range(format!("{v} is outside {min}..={max}")));
+                }
+                Ok(Value::Count(v))
+            }
+            Kind::Choice(words) => {
+                let Raw::Text(t) = raw else {
+                    return Err(unreadable(format!(
+                        "{shown} is not one of {}",
+                        words.join(", ")
+                    )));
+                };
+                let norm = t.trim().replace('-', "_");
+                words
+                    .iter()
+                    .find(|w| **w == norm)
+                    .map(|w| Value::Choice(*w))
+                    .ok_or_else(|| unreadable(format!("`{t}` is not one of {}", words.join(", "))))
+            }
+            Kind::Path => match raw {
+                Raw::Text(t) if !t.trim().is_empty() => Ok(Value::Path(t.into())),
+                _ => Err(unreadable(format!("{shown} is not a file path"))),
+            },
+        }
+    }
+}

@@ -1,0 +1,549 @@
+//! One validated [`Settings`] value, whichever way the parameters came in.
+//!
+//! Command-line flags ([`flags`]) and scenario files ([`file`]) only *record* raw values
+//! (ripgrep's low-level args); [`Settings::from_values`] is the one place they are checked
+//! against the one table of defaults and limits ([`knobs::KNOBS`]) and cross-checked. After it,
+//! only valid values travel: `run`, `sim` and `model` take a `Settings` (or what it converts
+//! to: [`SimConfig`], [`ModelParams`], [`Arrivals`], [`RetryDelay`]) and never re-parse.
+//!
+//! Errors name the knob; the caller says where it came from: the real flag (`--retention`) or
+//! `file:line:field`.
+
+pub mod file;
+pub mod flags;
+pub mod knobs;
+
+use crate::carrier::{CarrierConfig, Latency};
+use crate::duration::{self, ms};
+use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
+use crate::model::ModelParams;
+use crate::sim::replay::{KeyPolicy, SimConfig};
+use crate::traffic::{Arrivals, Head, LoadProfile, RetryDelay, Tail};
+use knobs::{KNOBS, Raw, Value, knob};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Input files (scenarios, retry CDFs) are small hand-written text; 1 MiB is a thousand times
+/// the largest bundled one. Reading stops there, so `scenario /dev/zero` is refused at once.
+pub const MAX_INPUT_BYTES: u64 = 1 << 20;
+
+/// A knob whose value was refused. `knob` names the row; flags and files turn it into the
+/// flag or the `file:line:field` the user wrote.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{}: {message}", knob(knob_name).flag)]
+pub struct SettingsError {
+    pub knob_name: &'static str,
+    /// A file field more precise than the knob's own (e.g. `traffic.rush` for the whole rush).
+    pub field: Option<&'static str>,
+    pub message: String,
+    /// The value is not of the right form (vs. out of range): a file error then has a column.
+    pub unreadable: bool,
+}
+
+impl SettingsError {
+    fn new(knob_name: &'static str, message: String) -> Self {
+        SettingsError {
+            knob_name,
+            field: None,
+            message,
+            unreadable: false,
+        }
+    }
+}
+
+/// Checked values by knob name, and whether each was given (rather than defaulted).
+#[derive(Debug, Clone, Default)]
+pub struct Values {
+    values: BTreeMap<&'static str, (Value, bool)>,
+}
+
+impl Values {
+    /// Checks every raw value and fills every default from the table: the one validator.
+    /// `raw` yields the values given, by knob name.
+    pub fn check(
+        raw: impl IntoIterator<Item = (&'static str, Raw)>,
+    ) -> Result<Values, SettingsError> {
+        let mut values = BTreeMap::new();
+        for (name, r) in raw {
+            let k = knob(name);
+            let v = k.check(&r).map_err(|refusal| SettingsError {
+                knob_name: k.name,
+                field: None,
+                message: refusal.message,
+                unreadable: refusal.unreadable,
+            })?;
+            values.insert(k.name, (v, true));
+        }
+        for k in KNOBS {
+            if values.contains_key(k.name) {
+                continue;
+            }
+            if let Some(d) = k.default {
+                let v = k
+                    .check(&Raw::Text(d.to_string()))
+                    .unwrap_or_else(|r| panic!("the default of {} is refused: {r:?}", k.name));
+                values.insert(k.name, (v, false));
+            }
+        }
+        Ok(Values { values })
+    }
+
+    fn get(&self, name: &str) -> Option<&Value> {
+        self.values.get(name).map(|(v, _)| v)
+    }
+
+    fn given(&self, name: &str) -> bool {
+        self.values.get(name).is_some_and(|(_, g)| *g)
+    }
+
+    fn duration(&self, name: &str) -> Option<Duration> {
+        match self.get(name)? {
+            Value::Duration(d) => Some(*d),
+            _ => None,
+        }
+    }
+
+    fn number(&self, name: &str) -> Option<f64> {
+        match self.get(name)? {
+            Value::Number(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn count(&self, name: &str) -> Option<u64> {
+        match self.get(name)? {
+            Value::Count(v) => Some(*v),
+            _ => None,
+        }
+    }
+
+    fn choice<T: serde::de::DeserializeOwned>(&self, name: &str) -> T {
+        let word = match self.get(name) {
+            Some(Value::Choice(w)) => *w,
+            other => panic!("{name}: not a choice: {other:?}"),
+        };
+        serde_json::from_value(serde_json::Value::String(word.to_string()))
+            .unwrap_or_else(|e| panic!("{name}: the table's `{word}` is not a variant: {e}"))
+    }
+
+    /// Knobs that always have a default: the table guarantees them.
+    fn req_duration(&self, name: &str) -> Duration {
+        self.duration(name)
+            .unwrap_or_else(|| panic!("{name} has no default"))
+    }
+    fn req_number(&self, name: &str) -> f64 {
+        self.number(name)
+            .unwrap_or_else(|| panic!("{name} has no default"))
+    }
+    fn req_count(&self, name: &str) -> u64 {
+        self.count(name)
+            .unwrap_or_else(|| panic!("{name} has no default"))
+    }
+}
+
+/// Synthetic traffic: how intents arrive and how clients retry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Traffic {
+    pub rate_per_s: f64,
+    pub rush: Option<Rush>,
+    /// How long arrivals run; `None`: one retention plus half a retention (at least 6 h).
+    pub arrival_s: Option<f64>,
+    pub sample: Option<f64>,
+    pub target_intents: f64,
+    pub replicates: u32,
+    pub timeout_fraction: f64,
+    pub done_fraction: f64,
+    pub key_policy: KeyPolicy,
+    pub callers: u32,
+    pub crash_fraction: f64,
+    pub crash_point: DiePoint,
+    pub max_attempts: u32,
+    pub deadline_ms: i64,
+    pub backoff_base_ms: i64,
+    pub backoff_cap_ms: i64,
+    pub sweep_period_s: f64,
+    pub sweep_batch: u32,
+    pub series_points: u32,
+}
+
+/// A daily rush on top of the base rate: the seed's pre-holiday packing rush.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Rush {
+    pub rate_per_s: f64,
+    pub start_s: f64,
+    pub duration_s: f64,
+}
+
+/// The engine's switches; one simulation per retention.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Engine {
+    pub retentions_s: Vec<f64>,
+    pub lease_ms: i64,
+    pub carrier_timeout_ms: i64,
+    pub key_scope: KeyScope,
+    pub record_placement: RecordPlacement,
+    pub carrier_key: CarrierKey,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Carrier {
+    pub latency: Latency,
+    pub window_ms: i64,
+    pub price_usd: f64,
+    pub hang_fraction: f64,
+    pub error_fraction: f64,
+}
+
+/// Model inputs that neither the traffic nor the engine determine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Model {
+    /// Sizes the worst-case store; already at least the traffic's own peak.
+    pub peak_rate_per_s: f64,
+    pub bytes_per_record: f64,
+    pub storage_usd_per_gb_month: f64,
+    pub unlabelled_parcel_usd: f64,
+}
+
+/// The late-retry distribution: the seed's table or a measured CSV, with its head and tail.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Retry {
+    pub cdf: Option<PathBuf>,
+    pub head: Head,
+    pub tail: Tail,
+}
+
+/// Limits on the simulated figures. Each applies to every retention the scenario runs.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Budgets {
+    /// Steady-state store size, decimal GB (10⁹ bytes), at the measured bytes per record.
+    pub max_store_gb: Option<f64>,
+    /// Real duplicate labels per day at full traffic.
+    pub max_duplicates_per_day: Option<f64>,
+    /// Storage plus duplicate labels, USD per day.
+    pub max_cost_per_day: Option<f64>,
+}
+
+impl Budgets {
+    pub fn is_empty(&self) -> bool {
+        self.max_store_gb.is_none()
+            && self.max_duplicates_per_day.is_none()
+            && self.max_cost_per_day.is_none()
+    }
+}
+
+/// Everything a run needs, validated.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Settings {
+    pub seed: u64,
+    pub traffic: Traffic,
+    pub engine: Engine,
+    pub carrier: Carrier,
+    pub model: Model,
+    pub retry: Retry,
+    pub budgets: Budgets,
+}
+
+impl Default for Settings {
+    /// The table's defaults: the seed's design.
+    fn default() -> Self {
+        Settings::from_values(&Values::check([]).expect("defaults check"))
+            .expect("the defaults are consistent")
+    }
+}
+
+fn to_u32(v: u64) -> u32 {
+    // Every u32 knob has a table limit far below u32::MAX.
+    u32::try_from(v).unwrap_or(u32::MAX)
+}
+
+impl Settings {
+    /// Builds the settings from checked values and checks what one value alone cannot.
+    pub fn from_values(v: &Values) -> Result<Settings, SettingsError> {
+        let rate_per_s = v.req_number("rate_per_s");
+        let rush = v.number("rush_rate_per_s").map(|rate| Rush {
+            rate_per_s: rate,
+            start_s: v.req_duration("rush_start").as_secs_f64(),
+            duration_s: v.req_duration("rush_duration").as_secs_f64(),
+        });
+        let retentions: Vec<Duration> = match v.get("retention") {
+            Some(Value::List(items)) => items
+                .iter()
+                .filter_map(|i| match i {
+                    Value::Duration(d) => Some(*d),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        let latency = match v.duration("carrier_latency") {
+            Some(d) => Latency::Fixed { ms: ms(d) },
+            None => {
+                let median = v.req_duration("carrier_latency_median");
+                let p99 = v.req_duration("carrier_latency_p99");
+                if p99 < median {
+                    return Err(SettingsError {
+                        field: Some("carrier.latency"),
+                        ..SettingsError::new(
+                            "carrier_latency_p99",
+                            format!(
+                                "the 99th percentile ({}) is below the median ({})",
+                                duration::format_secs(p99.as_secs_f64()),
+                                duration::format_secs(median.as_secs_f64())
+                            ),
+                        )
+                    });
+                }
+                Latency::LogNormal {
+                    median_ms: median.as_secs_f64() * 1e3,
+                    p99_ms: p99.as_secs_f64() * 1e3,
+                }
+            }
+        };
+        let head = match v.choice::<String>("retry_head").as_str() {
+            "at_first_point" => Head::AtFirstPoint,
+            _ => Head::LogUniform {
+                min_delay_s: v.req_duration("retry_min_delay").as_secs_f64(),
+            },
+        };
+        let max_horizon_s = v.req_duration("retry_horizon").as_secs_f64();
+        let tail = match v.choice::<String>("retry_tail").as_str() {
+            "at_horizon" => Tail::AtHorizon { max_horizon_s },
+            _ => Tail::LogLinear { max_horizon_s },
+        };
+        let s = Settings {
+            seed: v.req_count("seed"),
+            traffic: Traffic {
+                rate_per_s,
+                rush,
+                arrival_s: v.duration("arrival").map(|d| d.as_secs_f64()),
+                sample: v.number("sample"),
+                target_intents: v.req_number("target_intents"),
+                replicates: to_u32(v.req_count("replicates")),
+                timeout_fraction: v.req_number("timeout_fraction"),
+                done_fraction: v.req_number("done_fraction"),
+                key_policy: v.choice("key_policy"),
+                callers: to_u32(v.req_count("callers")),
+                crash_fraction: v.req_number("crash_fraction"),
+                crash_point: v.choice("crash_point"),
+                max_attempts: to_u32(v.req_count("max_attempts")),
+                deadline_ms: ms(v.req_duration("deadline")),
+                backoff_base_ms: ms(v.req_duration("backoff_base")),
+                backoff_cap_ms: ms(v.req_duration("backoff_cap")),
+                sweep_period_s: v.req_duration("sweep_period").as_secs_f64(),
+                sweep_batch: to_u32(v.req_count("sweep_batch")),
+                series_points: to_u32(v.req_count("series_points")),
+            },
+            engine: Engine {
+                retentions_s: retentions.iter().map(Duration::as_secs_f64).collect(),
+                lease_ms: ms(v.req_duration("lease")),
+                carrier_timeout_ms: ms(v.req_duration("carrier_timeout")),
+                key_scope: v.choice("key_scope"),
+                record_placement: v.choice("record_placement"),
+                carrier_key: v.choice("carrier_key"),
+            },
+            carrier: Carrier {
+                latency,
+                window_ms: ms(v.req_duration("carrier_window")),
+                price_usd: v.req_number("label_price_usd"),
+                hang_fraction: v.req_number("hang_fraction"),
+                error_fraction: v.req_number("error_fraction"),
+            },
+            model: Model {
+                peak_rate_per_s: v.req_number("peak_rate_per_s"),
+                bytes_per_record: v.req_number("bytes_per_record"),
+                storage_usd_per_gb_month: v.req_number("storage_usd_per_gb_month"),
+                unlabelled_parcel_usd: v.req_number("unlabelled_parcel_usd"),
+            },
+            retry: Retry {
+                cdf: match v.get("retry_cdf") {
+                    Some(Value::Path(p)) => Some(p.clone()),
+                    _ => None,
+                },
+                head,
+                tail,
+            },
+            budgets: Budgets {
+                max_store_gb: v.number("max_store_gb"),
+                max_duplicates_per_day: v.number("max_duplicates_per_day"),
+                max_cost_per_day: v.number("max_cost_per_day"),
+            },
+        };
+        s.cross_check(v)
+    }
+
+    /// The checks that involve more than one knob.
+    fn cross_check(mut self, v: &Values) -> Result<Settings, SettingsError> {
+        let arrivals = self.arrivals().map_err(|e| SettingsError {
+            field: Some("traffic.rush"),
+            ..SettingsError::new("rush_rate_per_s", e)
+        })?;
+        let traffic_peak = match &arrivals {
+            Arrivals::Profile(p) => p.peak_rate_per_s(),
+            Arrivals::Constant { rate_per_s } => *rate_per_s,
+        };
+        let mean = arrivals.mean_rate_per_s();
+        if v.given("peak_rate_per_s") && self.model.peak_rate_per_s < mean {
+            return Err(SettingsError::new(
+                "peak_rate_per_s",
+                format!(
+                    "{} is below the average rate ({}); the peak cannot be below the average --rate",
+                    self.model.peak_rate_per_s, mean
+                ),
+            ));
+        }
+        // The seed's 2,000/s sizes the worst case unless the traffic itself peaks higher.
+        self.model.peak_rate_per_s = self.model.peak_rate_per_s.max(traffic_peak);
+        for cfg in self.sim_configs() {
+            if cfg.arrival_s() > knobs::MAX_SIMULATED_S {
+                return Err(SettingsError::new(
+                    "retention",
+                    format!(
+                        "{} gives {} of simulated arrivals, longer than the 90d limit; set {}",
+                        duration::format_secs(cfg.retention_s()),
+                        duration::format_secs(cfg.arrival_s().round()),
+                        knob("arrival").flag,
+                    ),
+                ));
+            }
+        }
+        Ok(self)
+    }
+
+    /// The arrival process: Poisson at the rate, with the daily rush if there is one.
+    pub fn arrivals(&self) -> Result<Arrivals, String> {
+        let t = &self.traffic;
+        let base = Arrivals::constant(t.rate_per_s).map_err(|e| e.to_string())?;
+        match &t.rush {
+            None => Ok(base),
+            Some(r) => LoadProfile::rush(t.rate_per_s, r.rate_per_s, r.start_s, r.duration_s)
+                .map(Arrivals::Profile)
+                .map_err(|e| e.to_string()),
+        }
+    }
+
+    pub fn retentions(&self) -> &[f64] {
+        &self.engine.retentions_s
+    }
+
+    pub fn engine_config(&self, retention_s: f64) -> EngineConfig {
+        EngineConfig {
+            lease_ms: self.engine.lease_ms,
+            carrier_timeout_ms: self.engine.carrier_timeout_ms,
+            retention_ms: (retention_s * 1000.0).round() as i64,
+            key_scope: self.engine.key_scope,
+            record_placement: self.engine.record_placement,
+            carrier_key: self.engine.carrier_key,
+        }
+    }
+
+    pub fn carrier_config(&self) -> CarrierConfig {
+        let c = &self.carrier;
+        CarrierConfig {
+            latency: c.latency.clone(),
+            window_ms: c.window_ms,
+            price_cents: (c.price_usd * 100.0).round() as i64,
+            hang_fraction: c.hang_fraction,
+            error_fraction: c.error_fraction,
+            seed: self.seed,
+            ..CarrierConfig::default()
+        }
+    }
+
+    /// The simulation at one retention.
+    pub fn sim_config(&self, retention_s: f64) -> SimConfig {
+        let t = &self.traffic;
+        SimConfig {
+            rate_per_s: t.rate_per_s,
+            arrival_s: t.arrival_s,
+            sample: t.sample,
+            target_ordinary: t.target_intents,
+            timeout_boost: None,
+            timeout_fraction: t.timeout_fraction,
+            done_fraction: t.done_fraction,
+            key_policy: t.key_policy,
+            deadline_ms: t.deadline_ms,
+            max_attempts: t.max_attempts,
+            backoff_base_ms: t.backoff_base_ms,
+            backoff_cap_ms: t.backoff_cap_ms,
+            sweep_period_s: t.sweep_period_s,
+            sweep_batch: t.sweep_batch,
+            crash_fraction: t.crash_fraction,
+            crash_point: t.crash_point,
+            callers: t.callers,
+            engine: self.engine_config(retention_s),
+            carrier: self.carrier_config(),
+            seed: self.seed,
+            series_points: t.series_points,
+        }
+    }
+
+    /// One simulation per retention, in the order given.
+    pub fn sim_configs(&self) -> Vec<SimConfig> {
+        self.retentions()
+            .iter()
+            .map(|r| self.sim_config(*r))
+            .collect()
+    }
+
+    /// What the analytic model is asked at `retention_s`: the very inputs the simulation runs
+    /// with (mean rate, fractions, the carrier's price and window) plus the model's own.
+    pub fn model_params(&self, retention_s: f64) -> ModelParams {
+        let mean = self
+            .arrivals()
+            .map(|a| a.mean_rate_per_s())
+            .unwrap_or(self.traffic.rate_per_s);
+        ModelParams {
+            rate_per_s: mean,
+            peak_rate_per_s: self.model.peak_rate_per_s,
+            retention_s,
+            bytes_per_record: self.model.bytes_per_record,
+            timeout_fraction: self.traffic.timeout_fraction,
+            done_fraction: self.traffic.done_fraction,
+            label_price_usd: self.carrier.price_usd,
+            carrier_window_s: self.carrier.window_ms as f64 / 1000.0,
+            storage_usd_per_gb_month: self.model.storage_usd_per_gb_month,
+            unlabelled_parcel_usd: self.model.unlabelled_parcel_usd,
+        }
+    }
+
+    /// The late-retry distribution: the seed's, or the `--retry-cdf` file's (read with a size
+    /// limit), with the head and tail asked for.
+    pub fn retry_delay(&self) -> anyhow::Result<RetryDelay> {
+        let r = &self.retry;
+        match &r.cdf {
+            None => RetryDelay::seed_with(r.head, r.tail).map_err(|e| {
+                anyhow::anyhow!(
+                    "--retry-min-delay/--retry-horizon: the seed's retry distribution does not fit them: {e}"
+                )
+            }),
+            Some(path) => {
+                let text = read_limited(path).map_err(|io| crate::traffic::RetryCdfError::Io {
+                    path: path.clone(),
+                    io,
+                })?;
+                Ok(RetryDelay::from_csv_str(&text, path, r.head, r.tail)?)
+            }
+        }
+    }
+}
+
+/// Reads a text input file, refusing one larger than [`MAX_INPUT_BYTES`] before reading it all.
+pub fn read_limited(path: &std::path::Path) -> Result<String, std::io::Error> {
+    use std::io::Read as _;
+    let file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > MAX_INPUT_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!(
+                "larger than the {} KiB limit for an input file",
+                MAX_INPUT_BYTES / 1024
+            ),
+        ));
+    }
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
