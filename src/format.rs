@@ -260,7 +260,7 @@ mod tests {
         assert_eq!(human_duration(0.25), "250ms");
         assert_eq!(per_day(34_398.4), "34,398/day");
         assert_eq!(per_day(20.34), "20.3/day");
-        assert_eq!(interval(1.0, 2.0, |v| usd(v)), "$1.00 – $2.00");
+        assert_eq!(interval(1.0, 2.0, usd), "$1.00 – $2.00");
     }
 
     #[test]

@@ -543,3 +543,71 @@ fn modules_do_not_import_what_they_must_not_know() {
         }
     }
 }
+
+/// `simulate`, `scenario` and `report` take `--store postgres://…` the same way, through the
+/// same store lifecycle: scratch schemas without `?schema=`, a named schema kept and never
+/// replayed into. Needs IDEMCALC_PG_URL (the conformance suite's server).
+#[test]
+fn every_run_takes_a_postgres_store_the_same_way() {
+    let Ok(url) = std::env::var("IDEMCALC_PG_URL") else {
+        eprintln!("IDEMCALC_PG_URL is not set: skipped");
+        return;
+    };
+    let (code, out, err) = idemcalc(&[
+        "simulate",
+        "--store",
+        &url,
+        "--retention",
+        "1h",
+        "--duration",
+        "2h",
+        "--target",
+        "300",
+        "--quiet",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("(scratch schemas)"), "{out}");
+    let timeline = scenario_path("lease-takeover.toml");
+    let (code, out, err) = idemcalc(&["scenario", timeline.to_str().unwrap(), "--store", &url]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("(scratch schemas)"), "{out}");
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("tiny.toml"),
+        "name = \"tiny\"\n[engine]\nretention = \"1h\"\n[traffic]\nduration = \"2h\"\ntarget = 300\n",
+    )
+    .unwrap();
+    std::fs::copy(&timeline, dir.path().join("lease-takeover.toml")).unwrap();
+    let out_dir = dir.path().join("out");
+    let (code, _, err) = idemcalc(&[
+        "report",
+        "--quiet",
+        "--scenarios",
+        dir.path().to_str().unwrap(),
+        "--out",
+        out_dir.to_str().unwrap(),
+        "--store",
+        &url,
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+
+    let schema = format!("idemcalc_settings_test_{}", std::process::id());
+    let named = format!("{url}?schema={schema}");
+    let args = ["scenario", timeline.to_str().unwrap(), "--store", &named];
+    let (code, _, err) = idemcalc(&args);
+    assert_eq!(code, Some(0), "{err}");
+    let (code, _, err) = idemcalc(&args);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("already holds"), "{err}");
+    let options = idemcalc::store::PgOptions {
+        schema,
+        pool_size: 1,
+        ..idemcalc::store::PgOptions::default()
+    };
+    idemcalc::store::PgPool::connect(&url, &options)
+        .unwrap()
+        .drop_schema()
+        .unwrap();
+}

@@ -98,7 +98,18 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         );
     }
     if summary.interrupted {
-        eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C");
+        eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C:");
+        for s in &summary.scenarios {
+            for r in s.runs.iter().filter(|r| r.sampling.interrupted) {
+                eprintln!(
+                    "  {} ({}): {} of {} simulated",
+                    s.name,
+                    r.retention,
+                    crate::duration::format_secs(r.sampling.simulated_seconds.round()),
+                    crate::duration::format_secs(r.sampling.arrival_seconds.round())
+                );
+            }
+        }
         return Ok(130);
     }
     if !summary.broken_budgets.is_empty() {

@@ -211,8 +211,8 @@ pub fn render(r: &SimReport) -> String {
         )
     };
     let bytes = |v: f64| format!("{v:.0} B");
-    let count = |v: f64| human_count(v);
-    let gb = |v: f64| human_bytes(v);
+    let count = human_count;
+    let gb = human_bytes;
     let money = |v: f64| format!("{}/day", usd(v));
     out.push_str(&row(
         "bytes per record",

@@ -9,7 +9,8 @@
 //! inputs give the same JSON.
 
 use crate::store::{
-    PgOptions, PgPool, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous,
+    PgOptions, PgPool, SqliteOptions, SqliteStore, Store, StoreError, StorePool, StoreSpec,
+    Synchronous,
 };
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -129,6 +130,16 @@ impl Stores {
     /// Opens the store of `slot`. It must be empty: a run never replays into an existing store
     /// (the simulator and the timeline both check, and refuse with the store's name).
     pub fn open(&self, slot: Slot) -> Result<Box<dyn Store>, StoreError> {
+        match self.pool(slot)? {
+            // `pool` opened the file once already; a second connection costs nothing here.
+            pool @ StorePool::Sqlite { .. } => pool.get(),
+            StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
+        }
+    }
+
+    /// The store of `slot` as a pool, one connection per worker (`StoreOptions::pool_size` for
+    /// PostgreSQL): what a multi-threaded run such as the bench needs.
+    pub fn pool(&self, slot: Slot) -> Result<StorePool, StoreError> {
         let suffix = slot.suffix();
         match &self.spec {
             StoreSpec::Sqlite(path) => {
@@ -137,7 +148,9 @@ impl Stores {
                     synchronous: self.options.synchronous,
                     ..SqliteOptions::default()
                 };
-                Ok(Box::new(SqliteStore::open(&path, &options)?))
+                // Open once now so a bad path fails here, naming it.
+                SqliteStore::open(&path, &options)?;
+                Ok(StorePool::Sqlite { path, options })
             }
             StoreSpec::Postgres { url, schema } => {
                 let scratch = schema.is_none();
@@ -156,14 +169,13 @@ impl Stores {
                     ..PgOptions::default()
                 };
                 let pool = PgPool::connect(url, &options)?;
-                let store = pool.get()?;
                 if scratch {
                     self.scratch
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push(pool);
+                        .push(pool.clone());
                 }
-                Ok(Box::new(store))
+                Ok(StorePool::Postgres(pool))
             }
         }
     }

@@ -182,11 +182,10 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                         let known = if f == field {
                             known.clone()
                         } else {
-                            let sub = format!("{f}");
-                            let parent = sub.rsplit_once('.').map_or("", |p| p.0).to_string();
+                            let parent = format!("{field}.");
                             KNOBS
                                 .iter()
-                                .filter_map(|k| k.field?.strip_prefix(&format!("{parent}.")))
+                                .filter_map(|k| k.field?.strip_prefix(parent.as_str()))
                                 .collect()
                         };
                         return Err(unknown(f, known));
