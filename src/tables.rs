@@ -3,11 +3,18 @@
 //! This is the only module that uses polars: it keeps polars' API churn in one place and lets
 //! the rest of the crate speak plain Rust structs. CSV is for people and spreadsheets, Parquet
 //! for notebooks that want typed columns.
+//!
+//! Without the `tables` cargo feature (the fuzz crate's build) [`write_all`] refuses with
+//! [`TableError::Disabled`] instead, so polars is not compiled at all.
 
 use crate::sim::replay::SimReport;
+#[cfg(feature = "tables")]
 use polars::df;
+#[cfg(feature = "tables")]
 use polars::prelude::{DataFrame, PolarsError};
+#[cfg(feature = "tables")]
 use polars_io::prelude::{CsvWriter, ParquetWriter, SerWriter};
+#[cfg(feature = "tables")]
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
@@ -19,14 +26,27 @@ pub enum TableError {
         #[source]
         source: std::io::Error,
     },
+    #[cfg(feature = "tables")]
     #[error("{path}: {source}")]
     Polars {
         path: PathBuf,
         #[source]
         source: PolarsError,
     },
+    #[cfg(not(feature = "tables"))]
+    #[error("{}: this idemcalc was built without the `tables` feature, so it writes no tables", path.display())]
+    Disabled { path: PathBuf },
 }
 
+/// Without polars there is nothing to write the tables with.
+#[cfg(not(feature = "tables"))]
+pub fn write_all(dir: &Path, _prefix: &str, _r: &SimReport) -> Result<Vec<PathBuf>, TableError> {
+    Err(TableError::Disabled {
+        path: dir.to_path_buf(),
+    })
+}
+
+#[cfg(feature = "tables")]
 /// The time series of keys in the store.
 pub fn series(r: &SimReport) -> Result<DataFrame, PolarsError> {
     df!(
@@ -36,6 +56,7 @@ pub fn series(r: &SimReport) -> Result<DataFrame, PolarsError> {
     )
 }
 
+#[cfg(feature = "tables")]
 /// Responses by status, outcome and code.
 pub fn outcomes(r: &SimReport) -> Result<DataFrame, PolarsError> {
     df!(
@@ -47,6 +68,7 @@ pub fn outcomes(r: &SimReport) -> Result<DataFrame, PolarsError> {
     )
 }
 
+#[cfg(feature = "tables")]
 /// Every headline figure with its interval and the model's value.
 pub fn figures(r: &SimReport) -> Result<DataFrame, PolarsError> {
     let rows = [
@@ -68,6 +90,7 @@ pub fn figures(r: &SimReport) -> Result<DataFrame, PolarsError> {
     )
 }
 
+#[cfg(feature = "tables")]
 fn write_both(dir: &Path, stem: &str, mut frame: DataFrame) -> Result<Vec<PathBuf>, TableError> {
     let csv = dir.join(format!("{stem}.csv"));
     let parquet = dir.join(format!("{stem}.parquet"));
@@ -90,6 +113,7 @@ fn write_both(dir: &Path, stem: &str, mut frame: DataFrame) -> Result<Vec<PathBu
     Ok(vec![csv, parquet])
 }
 
+#[cfg(feature = "tables")]
 /// Writes `<prefix>series`, `<prefix>outcomes` and `<prefix>figures` as CSV and Parquet into
 /// `dir` (created if needed); returns the files written.
 pub fn write_all(dir: &Path, prefix: &str, r: &SimReport) -> Result<Vec<PathBuf>, TableError> {

@@ -279,7 +279,7 @@ impl Engine {
             }
         };
         let caller = self.scope(&req.caller_id).to_string();
-        let hash = request::request_hash(&req.method, &req.path, &req.body);
+        let (hash, validated) = request::hash_and_validate(&req.method, &req.path, &req.body);
         let token = *uuid::Uuid::new_v4().as_bytes();
         let now = self.clock.now_ms();
         let lease_until = now + self.config.lease_ms;
@@ -352,7 +352,7 @@ impl Engine {
                 .purged
                 .as_ref()
                 .is_some_and(|b| b.check(&Self::purge_key(&caller, &key)));
-        match request::validate(&req.body) {
+        match validated {
             Ok(label) => Ok(Begun::Owned(Attempt {
                 caller_id: caller,
                 idem_key: key,

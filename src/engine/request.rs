@@ -1,15 +1,18 @@
 //! What arrives at the label service, and the checks made before and after a key is claimed.
 
 use crate::carrier::Service;
-use serde_json::Value;
+use serde::Deserializer;
+use serde::de::{self, DeserializeSeed, MapAccess, SeqAccess, Visitor};
+use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
+use std::cell::RefCell;
 
 /// The seed's limit, as Stripe's: keys up to 255 characters. Longer keys are refused rather than
 /// truncated, since two keys that share 255 bytes would otherwise collide.
 pub const MAX_KEY_BYTES: usize = 255;
 
-/// A CreateLabel call as the server sees it. The body is raw text: canonicalisation happens
-/// here, so two bodies that differ only in key order or spacing hash alike.
+/// A CreateLabel call as the server sees it. The body is raw text: it is validated and
+/// canonicalised here (see [`hash_and_validate`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub caller_id: String,
@@ -43,7 +46,8 @@ pub struct LabelRequest {
 }
 
 impl LabelRequest {
-    /// The body the seed's client sends, as canonical JSON.
+    /// The body the seed's client sends, as RFC 8785 canonical JSON: also the text the request
+    /// hash covers, so every body that validates to `self` hashes like this one.
     pub fn body_json(&self) -> String {
         let service = serde_json::to_value(self.service).unwrap_or(Value::Null);
         let v = serde_json::json!({
@@ -125,33 +129,178 @@ fn invalid(field: &str, message: &str) -> Invalid {
     }
 }
 
+/// The fields of a CreateLabel body. Any other field is refused, so that two bodies the service
+/// treats alike are exactly the bodies that hash alike.
+pub const FIELDS: [&str; 5] = [
+    "label_version",
+    "order_id",
+    "parcel_no",
+    "service",
+    "weight_g",
+];
+
+/// The largest integer an IEEE-754 double holds exactly (2^53 - 1, I-JSON's limit). RFC 8785
+/// writes every number as a double, so a larger `parcel_no` would share its canonical form, and
+/// its hash, with its neighbour.
+pub const MAX_EXACT_INTEGER: i64 = 9_007_199_254_740_991;
+
+/// The seed's order ids have at most 9 digits.
+pub const MAX_ORDER_ID: i64 = 999_999_999;
+
+/// Parses JSON like `serde_json::from_str`, but refuses an object that names a key twice.
+/// serde_json keeps the last value silently, which let `{"weight_g":9999,"weight_g":1450}`
+/// pass as the 1450 g request; the first repeated key is reported by its path (`weight_g`,
+/// `a.b`, `a[2].b`).
+pub fn parse_strict(body: &str) -> Result<Value, Invalid> {
+    let duplicate = RefCell::new(None);
+    let mut de = serde_json::Deserializer::from_str(body);
+    let parsed = Strict {
+        duplicate: &duplicate,
+        path: "",
+    }
+    .deserialize(&mut de)
+    .and_then(|v| de.end().map(|()| v));
+    match (parsed, duplicate.into_inner()) {
+        (_, Some(path)) => Err(Invalid {
+            field: path,
+            message: "appears twice; name each field once".to_string(),
+        }),
+        (Ok(v), None) => Ok(v),
+        (Err(e), None) => Err(invalid("body", &format!("not JSON: {e}"))),
+    }
+}
+
+/// A serde seed that builds a [`Value`] and records the path of the first repeated object key.
+struct Strict<'a> {
+    duplicate: &'a RefCell<Option<String>>,
+    path: &'a str,
+}
+
+impl Strict<'_> {
+    fn child<'b>(&'b self, path: &'b str) -> Strict<'b> {
+        Strict {
+            duplicate: self.duplicate,
+            path,
+        }
+    }
+}
+
+impl<'de> DeserializeSeed<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Strict<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, b: bool) -> Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+
+    fn visit_i64<E>(self, n: i64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+
+    fn visit_u64<E>(self, n: u64) -> Result<Value, E> {
+        Ok(Value::Number(n.into()))
+    }
+
+    fn visit_f64<E: de::Error>(self, n: f64) -> Result<Value, E> {
+        serde_json::Number::from_f64(n)
+            .map(Value::Number)
+            .ok_or_else(|| E::custom("a number out of range"))
+    }
+
+    fn visit_str<E>(self, s: &str) -> Result<Value, E> {
+        Ok(Value::String(s.to_string()))
+    }
+
+    fn visit_string<E>(self, s: String) -> Result<Value, E> {
+        Ok(Value::String(s))
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut items = Vec::new();
+        loop {
+            let path = format!("{}[{}]", self.path, items.len());
+            match seq.next_element_seed(self.child(&path))? {
+                Some(v) => items.push(v),
+                None => return Ok(Value::Array(items)),
+            }
+        }
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut obj = serde_json::Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            let path = if self.path.is_empty() {
+                key.clone()
+            } else {
+                format!("{}.{key}", self.path)
+            };
+            if obj.contains_key(&key) {
+                *self.duplicate.borrow_mut() = Some(path);
+                return Err(de::Error::custom(format!("duplicate key {key:?}")));
+            }
+            let v = map.next_value_seed(self.child(&path))?;
+            obj.insert(key, v);
+        }
+        Ok(Value::Object(obj))
+    }
+}
+
+/// A JSON number as an integer in `1..=max`, accepting any spelling of it (`2`, `2.0`, `2e0`):
+/// RFC 8785 numbers are doubles, so these are one number and must validate alike.
+fn positive_integer(obj: &Map<String, Value>, field: &str, max: i64) -> Result<i64, Invalid> {
+    let Some(x) = obj.get(field) else {
+        return Err(invalid(field, "is required"));
+    };
+    let n = match (x.as_i64(), x.as_f64()) {
+        (Some(n), _) => n as f64,
+        (None, Some(f)) => f,
+        (None, None) => return Err(invalid(field, "must be an integer")),
+    };
+    if n.fract() != 0.0 {
+        Err(invalid(field, "must be an integer"))
+    } else if n <= 0.0 {
+        Err(invalid(field, "must be a positive integer"))
+    } else if n > max as f64 {
+        Err(invalid(field, &format!("must be at most {max}")))
+    } else {
+        Ok(x.as_i64().unwrap_or(n as i64))
+    }
+}
+
 pub fn validate(body: &str) -> Result<LabelRequest, Invalid> {
-    let v: Value =
-        serde_json::from_str(body).map_err(|e| invalid("body", &format!("not JSON: {e}")))?;
+    let v = parse_strict(body)?;
     let obj = v
         .as_object()
         .ok_or_else(|| invalid("body", "must be a JSON object"))?;
-    let positive_int = |field: &str| -> Result<i64, Invalid> {
-        match obj.get(field) {
-            None => Err(invalid(field, "is required")),
-            Some(x) => match x.as_i64() {
-                Some(n) if n > 0 => Ok(n),
-                Some(_) => Err(invalid(field, "must be a positive integer")),
-                None => Err(invalid(field, "must be an integer")),
-            },
-        }
-    };
-    let order_id = positive_int("order_id")?;
-    let parcel_no = positive_int("parcel_no")?;
+    if let Some(unknown) = obj.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(invalid(
+            unknown,
+            &format!("is not a field of CreateLabel ({})", FIELDS.join(", ")),
+        ));
+    }
+    let order_id = positive_integer(obj, "order_id", MAX_ORDER_ID)?;
+    let parcel_no = positive_integer(obj, "parcel_no", MAX_EXACT_INTEGER)?;
     // A reprint is a new intent with a new version; an absent version is the first label.
     let label_version = if obj.contains_key("label_version") {
-        positive_int("label_version")?
+        positive_integer(obj, "label_version", MAX_EXACT_INTEGER)?
     } else {
         1
     };
-    if order_id > 999_999_999 {
-        return Err(invalid("order_id", "must have at most 9 digits"));
-    }
     let weight_g = match obj.get("weight_g") {
         None => return Err(invalid("weight_g", "is required")),
         Some(x) => match x.as_f64() {
@@ -175,63 +324,45 @@ pub fn validate(body: &str) -> Result<LabelRequest, Invalid> {
     })
 }
 
-/// Canonical JSON in the spirit of RFC 8785: object keys sorted, no insignificant whitespace, and
-/// integral numbers written without a fraction (`1450.0` and `1450` are the same weight).
+/// RFC 8785 (JSON Canonicalization Scheme): keys sorted by UTF-16 code units, no insignificant
+/// whitespace, numbers as ECMAScript writes doubles (`1450.0` and `1.45e3` are `1450`).
 pub fn canonical_json(v: &Value) -> String {
-    let mut out = String::new();
-    write_canonical(v, &mut out);
-    out
+    // A `Value` cannot hold NaN or an infinity, the only numbers RFC 8785 cannot write, and the
+    // writer is a String: serialisation cannot fail.
+    serde_json_canonicalizer::to_string(v).expect("RFC 8785 writes every serde_json::Value")
 }
 
-fn write_canonical(v: &Value, out: &mut String) {
-    match v {
-        Value::Object(map) => {
-            let mut keys: Vec<&String> = map.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&map[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(items) => {
-            out.push('[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(item, out);
-            }
-            out.push(']');
-        }
-        Value::Number(n) => match n.as_f64() {
-            Some(f) if n.is_f64() && f.fract() == 0.0 && f.abs() < 9.0e15 => {
-                out.push_str(&(f as i64).to_string())
-            }
-            _ => out.push_str(&n.to_string()),
-        },
-        other => out.push_str(&other.to_string()),
-    }
-}
-
-/// SHA-256 of method + path + canonical body. A body that is not JSON hashes as its raw text, so
-/// it can still be claimed and then refused as a validation failure, as the seed's state table has it.
-pub fn request_hash(method: &str, path: &str, body: &str) -> [u8; 32] {
-    let canonical = serde_json::from_str::<Value>(body)
-        .map(|v| canonical_json(&v))
-        .unwrap_or_else(|_| body.to_string());
+/// SHA-256 of method + path + the canonical form of the *validated* request, and the validation
+/// result, so a caller validates once.
+///
+/// The canonical form is the RFC 8785 text of all five fields as validation understood them,
+/// defaults filled in: bodies that differ in key order, spacing, the spelling of a number or an
+/// omitted default are one request and hash alike; bodies that validate differently never do.
+/// A body that fails validation hashes as its raw text, so it can still be claimed and then
+/// refused with a 400, as the seed's state table has it (its raw text can never equal a valid
+/// body's canonical form, since that form validates).
+pub fn hash_and_validate(
+    method: &str,
+    path: &str,
+    body: &str,
+) -> ([u8; 32], Result<LabelRequest, Invalid>) {
+    let validated = validate(body);
+    let canonical = match &validated {
+        Ok(label) => label.body_json(),
+        Err(_) => body.to_string(),
+    };
     let mut h = Sha256::new();
     h.update(method.as_bytes());
     h.update(b"\n");
     h.update(path.as_bytes());
     h.update(b"\n");
     h.update(canonical.as_bytes());
-    h.finalize().into()
+    (h.finalize().into(), validated)
+}
+
+/// [`hash_and_validate`]'s hash alone.
+pub fn request_hash(method: &str, path: &str, body: &str) -> [u8; 32] {
+    hash_and_validate(method, path, body).0
 }
 
 #[cfg(test)]
@@ -308,5 +439,40 @@ mod tests {
                 .unwrap();
         assert_eq!(ok.label_version, 1);
         assert_eq!(ok.derived_key(), "label:918273:1:v1");
+    }
+
+    #[test]
+    fn the_hash_covers_the_rfc_8785_form_of_the_validated_request() {
+        let body = r#"{ "weight_g": 1.45e3, "service": "ground", "parcel_no": 1.0,
+                        "order_id": 918273 }"#;
+        let label = validate(body).unwrap();
+        assert_eq!(
+            label.body_json(),
+            r#"{"label_version":1,"order_id":918273,"parcel_no":1,"service":"ground","weight_g":1450}"#
+        );
+        let mut h = Sha256::new();
+        h.update(b"POST\n/labels\n");
+        h.update(label.body_json().as_bytes());
+        let expected: [u8; 32] = h.finalize().into();
+        assert_eq!(request_hash("POST", "/labels", body), expected);
+        // RFC 8785's own number examples (its section 3.2.2.3).
+        let v: Value = serde_json::from_str("[1e21, 1e-7, 0.000001, -0, 4.50, 1e16]").unwrap();
+        assert_eq!(
+            canonical_json(&v),
+            "[1e+21,1e-7,0.000001,0,4.5,10000000000000000]"
+        );
+    }
+
+    #[test]
+    fn duplicate_keys_are_named_by_their_path() {
+        for (body, field) in [
+            (r#"{"a":1,"a":2}"#, "a"),
+            (r#"{"a":{"b":1,"b":2}}"#, "a.b"),
+            (r#"{"a":[{},{"c":1,"c":1}]}"#, "a[1].c"),
+        ] {
+            assert_eq!(parse_strict(body).unwrap_err().field, field, "{body}");
+        }
+        assert_eq!(parse_strict(r#"{"a":1} x"#).unwrap_err().field, "body");
+        assert!(parse_strict(r#"{"a":{"a":1},"b":[{"a":1},{"a":1}]}"#).is_ok());
     }
 }

@@ -1,0 +1,7 @@
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    if let Ok(text) = std::str::from_utf8(data) {
+        idemcalc_fuzz::retry_cdf(text);
+    }
+});
