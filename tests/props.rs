@@ -344,7 +344,7 @@ fn use_scenario(s: &Scenario) {
     let _ = s.engine_config();
     let _ = s.carrier_config();
     let _ = s.sim_configs();
-    let _ = s.arrivals();
+    let _ = s.settings.arrivals();
 }
 
 proptest! {
