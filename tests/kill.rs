@@ -66,13 +66,6 @@ enum Ending {
     Signalled,
 }
 
-/// Sends `signal` after `after` (unless the run finished first) and waits for the end, at most
-/// [`RUN_LIMIT`] in all.
-fn signal_after(child: Child, signal: Signal, after: Duration) -> (Ending, Output) {
-    let start = Instant::now();
-    signal_when(child, signal, || start.elapsed() >= after)
-}
-
 /// Sends `signal` once `ready` says so (unless the run finished first) and waits for the end, at
 /// most [`RUN_LIMIT`] in all.
 fn signal_when(mut child: Child, signal: Signal, ready: impl Fn() -> bool) -> (Ending, Output) {
@@ -341,7 +334,12 @@ fn sigkill_leaves_a_consistent_sqlite_store() {
         // Runs take 1-4 s here (~3,800 intents); kill anywhere from startup to past the middle.
         let after = Duration::from_millis(rng.random_range(20..1500));
         let child = simulate(seed, "0.02", &["--db", db.to_str().unwrap()]);
-        let (ending, out) = signal_after(child, Signal::SIGKILL, after);
+        // Odd seeds die at a random moment; even ones at a random moment after the first
+        // label committed, so a loaded machine cannot make every kill land before any write.
+        let start = Instant::now();
+        let (ending, out) = signal_when(child, Signal::SIGKILL, || {
+            start.elapsed() >= after && (seed % 2 == 1 || sqlite_labels(&db) > 0)
+        });
         if ending == Ending::Signalled {
             assert_eq!(
                 out.status.signal(),
@@ -375,7 +373,11 @@ fn sigkill_leaves_a_consistent_postgres_schema() {
         // ~380 intents take 2-6 s on PostgreSQL here (a round trip per statement).
         let after = Duration::from_millis(rng.random_range(100..3000));
         let child = simulate(seed, "0.002", &[&with_schema(&url, &schema)]);
-        let (ending, out) = signal_after(child, Signal::SIGKILL, after);
+        // As for SQLite: even seeds wait for a committed label before their random moment.
+        let start = Instant::now();
+        let (ending, out) = signal_when(child, Signal::SIGKILL, || {
+            start.elapsed() >= after && (seed % 2 == 1 || postgres_labels(&url, &schema) > 0)
+        });
         if ending == Ending::Signalled {
             assert_eq!(
                 out.status.signal(),
