@@ -510,7 +510,7 @@ fn a_kept_store_holds_what_the_run_wrote() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("run.sqlite");
     let mut c = small(Some(GroupPolicy::default()), None);
-    c.store = Some(path.clone());
+    c.store = Some(path.display().to_string());
     let report = bench::run(&c).unwrap();
     assert!(report.ok);
     assert!(dir.path().join("run.baseline.sqlite").exists());
@@ -532,4 +532,168 @@ fn a_kept_store_holds_what_the_run_wrote() {
         .unwrap()
         .unwrap();
     assert_eq!(k.state, KeyState::Completed);
+}
+
+/// The PostgreSQL URL the suite runs against, or `None` (said loudly) off CI without one.
+fn pg_url() -> Option<String> {
+    common::Backend::postgres().map(|b| match &b {
+        common::Backend::Postgres { url, .. } => url.clone(),
+        _ => unreachable!("Backend::postgres gives a PostgreSQL backend"),
+    })
+}
+
+/// Issue 14: `idemcalc bench --store postgres://…` failed with "unable to open database file".
+#[test]
+fn bench_on_postgres_runs_the_mix_with_a_pool_and_checks_the_invariants() {
+    let Some(url) = pg_url() else { return };
+    for synchronous in [Synchronous::Normal, Synchronous::Off] {
+        let config = BenchConfig {
+            store: Some(url.clone()),
+            pool_size: 3,
+            synchronous,
+            ..small(None, None)
+        };
+        let report = bench::run(&config).unwrap();
+        assert!(report.ok, "{}", bench::render_table(&report));
+        assert_eq!(report.commit_mode, "postgres:per_transaction");
+        assert_eq!(report.config.pool_size, Some(3));
+        for side in [&report.engine, &report.baseline] {
+            assert_eq!(side.unexpected_answers, 0, "{:?}", side.first_problem);
+            assert_eq!(side.error_answers, 0, "{:?}", side.first_problem);
+            assert!(side.invariants.ok);
+            assert!(side.invariants.labels_stored > 500);
+        }
+        for kind in ["first", "replay", "conflict", "takeover", "reused"] {
+            let v = serde_json::to_value(report.engine.by_kind).unwrap();
+            assert!(v[kind].as_u64().unwrap() > 0, "no {kind} requests");
+        }
+        // pgbench ran the seed's statements on its own schema (CI has it with PostgreSQL).
+        let pg = report
+            .pgbench
+            .as_ref()
+            .unwrap_or_else(|| panic!("no pgbench figure: {:?}", report.pgbench_note));
+        assert!(pg.creates_per_s > 0.0 && pg.engine_vs_pgbench > 0.0);
+        assert_eq!(pg.failed, 0);
+        assert!(!report.config.stores_kept);
+    }
+}
+
+#[test]
+fn bench_on_a_named_postgres_schema_keeps_it_and_refuses_to_refill_it() {
+    let Some(url) = pg_url() else { return };
+    let schema = format!("bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let spec = format!("{url}?schema={schema}");
+    let config = BenchConfig {
+        store: Some(spec.clone()),
+        pool_size: 2,
+        pgbench: false,
+        ..small(None, None)
+    };
+    let report = bench::run(&config).unwrap();
+    assert!(report.ok, "{}", bench::render_table(&report));
+    assert!(report.config.stores_kept);
+    let again = bench::run(&config).unwrap_err().to_string();
+    assert!(
+        again.contains("exists") && again.contains(&schema),
+        "{again}"
+    );
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let labels: i64 = admin
+        .query_one(&format!("SELECT count(*) FROM {schema}.labels"), &[])
+        .unwrap()
+        .get(0);
+    assert_eq!(labels as u64, report.engine.invariants.labels_stored);
+    admin
+        .batch_execute(&format!(
+            "DROP SCHEMA {schema} CASCADE; DROP SCHEMA {schema}_baseline CASCADE;"
+        ))
+        .unwrap();
+}
+
+/// Issue 15: `bench` had no Ctrl-C handler; it died with no output and left a WAL of hundreds
+/// of MB. Now SIGINT ends the measurement, the stores are checked and checkpointed, and the
+/// report says how far the run got (exit 130).
+#[test]
+fn bench_sigint_prints_how_far_it_got_and_checkpoints_the_wal() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.sqlite");
+    let child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args([
+            "bench",
+            "--duration",
+            "60s",
+            "--prefill",
+            "500",
+            "--workers",
+            "4",
+            "--store",
+            path.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until the run is measuring: the fill is done and the engine has written.
+    let wal = dir.path().join("run.sqlite-wal");
+    for _ in 0..300 {
+        if std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let killed = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(stdout.contains("interrupted: measured"), "{stdout}");
+    assert!(stdout.contains("WAL checkpointed"), "{stdout}");
+    assert!(stdout.contains("result: ok"), "{stdout}");
+    for p in [&path, &dir.path().join("run.baseline.sqlite")] {
+        let wal = p.with_extension("sqlite-wal");
+        assert!(
+            std::fs::metadata(&wal).map_or(true, |m| m.len() == 0),
+            "{} left behind",
+            wal.display()
+        );
+        let mut store = other(p);
+        let inv = store.invariants().unwrap();
+        assert!(inv.integrity_ok && inv.completed_without_label == 0);
+        assert!(inv.max_labels_per_parcel <= 1);
+    }
+}
+
+/// Issue 15: two runs on one store at once interfered. The second is now refused, naming the
+/// store, with exit 2, while the first goes on undisturbed.
+#[test]
+fn a_second_bench_on_a_sqlite_file_in_use_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("held.sqlite");
+    // This process holds the store (as a run does) while another process tries to use it.
+    let holder = other(&path);
+    let out = idemcalc(&[
+        "bench",
+        "--duration",
+        "100ms",
+        "--store",
+        path.to_str().unwrap(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("in use by another idemcalc run"),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&std::process::id().to_string()), "{stderr}");
+    drop(holder);
+    assert!(!idemcalc::store::exclusive::lock_path(&path).exists());
 }

@@ -660,3 +660,37 @@ fn a_refused_connection_says_what_to_check() {
     assert!(e.contains("alice:***@"), "{e}");
     assert!(!e.contains("s3cret"), "{e}");
 }
+
+/// Issue 15: two runs on one named schema at once interfered (one failed with a raw
+/// `duplicate key value violates unique constraint "labels_pkey"`, the other exited 0 with
+/// figures changed by the first). A schema is now held by the process that opened it, and a
+/// second process is refused at open with a message that names the holder.
+#[test]
+fn a_second_run_on_a_schema_in_use_is_refused_instead_of_a_unique_violation() {
+    let Some(pg) = Pg::new() else { return };
+    let spec = format!("{}?schema={}", pg.url, pg.pool.schema());
+    // This process holds the schema through `pg.pool`, as a run does.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["bench", "--duration", "100ms", "--store", &spec])
+        .output()
+        .expect("run idemcalc");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains("in use by another idemcalc run"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains(&format!("idemcalc pid {}", std::process::id())),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("duplicate key"), "{stderr}");
+    // In this process, more pools on the schema share the hold.
+    let options = idemcalc::store::PgOptions {
+        schema: pg.pool.schema().to_string(),
+        pool_size: 1,
+        ..Default::default()
+    };
+    let mut second = PgPool::connect(&pg.url, &options).unwrap().get().unwrap();
+    assert_eq!(second.count_keys().unwrap(), 0);
+}

@@ -200,4 +200,8 @@ impl Service for Baseline {
         self.create(job.order_id, &job.key)
             .map_err(|e| e.to_string())
     }
+
+    fn store(&mut self) -> &mut dyn Store {
+        Baseline::store(self)
+    }
 }

@@ -2,15 +2,21 @@
 //!
 //! A run fills two identical stores (one for the engine, one for the raw-SQL baseline), then
 //! measures both in alternating slices of about a second (engine, baseline, baseline, engine, …)
-//! so that noise from a shared machine falls on both alike. Each slice drives one writer thread
-//! with `workers` clients, flat out or open loop at a target rate (see `serve`). At the end the
-//! store invariants are checked on both stores, and every 201 handed to a client must have its
-//! label stored.
+//! so that noise from a shared machine falls on both alike. Each slice drives the writers (one
+//! on SQLite, one per pooled connection on PostgreSQL) with `workers` clients, flat out or open
+//! loop at a target rate (see `serve`). At the end the store invariants are checked on both
+//! stores, and every 201 handed to a client must have its label stored. On PostgreSQL `pgbench`
+//! then runs the seed's statements as a custom script on a third store, for a ratio against a
+//! C client (see `pg`).
+//!
+//! Ctrl-C (`BenchConfig::interrupted`) ends the slice under way: the run stops measuring, checks
+//! the stores, checkpoints SQLite's WAL into the database file and reports how far it got.
 
 mod baseline;
 pub mod checkpoint;
 pub mod fill;
 pub mod mix;
+pub mod pg;
 mod report;
 mod serve;
 
@@ -21,12 +27,14 @@ use crate::carrier::{Carrier, CarrierConfig, Latency};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::group::{GroupCommitStore, GroupPolicy};
-use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, Synchronous};
+use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous};
 use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
 use serve::{Commits, Counters, Plan, Service, Tally};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Bounds on what a run may ask for: each keeps a typo from filling a disk or running all day.
@@ -56,8 +64,11 @@ pub struct BenchConfig {
     /// How long each side (engine, baseline) is measured.
     pub duration: Duration,
     pub mix: Mix,
-    /// Where the engine's store goes (the baseline's sits beside it); `None` is a temp dir.
-    pub store: Option<PathBuf>,
+    /// Where the engine's store goes, a `--store` spec: an SQLite file (the baseline's sits
+    /// beside it) or a PostgreSQL URL (see `pg`); `None` is SQLite in a temp dir.
+    pub store: Option<String>,
+    /// PostgreSQL connections per side, one writer each (`--pool`).
+    pub pool_size: u32,
     pub synchronous: Synchronous,
     /// `None`: each transaction commits on its own.
     pub group: Option<GroupPolicy>,
@@ -65,6 +76,10 @@ pub struct BenchConfig {
     /// Completed keys (with labels) in each store before the run.
     pub prefill_keys: u64,
     pub seed: u64,
+    /// Set (by a Ctrl-C handler) to stop measuring; the run still checks and reports.
+    pub interrupted: Arc<AtomicBool>,
+    /// On PostgreSQL, also run `pgbench` with the seed's statements.
+    pub pgbench: bool,
 }
 
 impl Default for BenchConfig {
@@ -82,6 +97,9 @@ impl Default for BenchConfig {
             checkpoints: Checkpoints::Background,
             prefill_keys: 100_000,
             seed: 1,
+            interrupted: Arc::new(AtomicBool::new(false)),
+            pool_size: 8,
+            pgbench: true,
         }
     }
 }
@@ -142,7 +160,31 @@ impl BenchConfig {
         if let Some(g) = &self.group {
             g.validate().map_err(BenchError::Invalid)?;
         }
+        if self.pool_size == 0 || self.pool_size > crate::store::postgres::MAX_POOL_SIZE {
+            return bad(format!(
+                "--pool must be between 1 and {}, not {}",
+                crate::store::postgres::MAX_POOL_SIZE,
+                self.pool_size
+            ));
+        }
+        if self.is_postgres()? && self.group.is_some() {
+            return bad(
+                "--group-commit is for SQLite's single writer; PostgreSQL commits each transaction and runs --pool writers in parallel"
+                    .into(),
+            );
+        }
         Ok(())
+    }
+
+    fn spec(&self) -> Result<Option<StoreSpec>, BenchError> {
+        self.store
+            .as_deref()
+            .map(|s| StoreSpec::parse(s).map_err(|e| BenchError::Invalid(format!("--store: {e}"))))
+            .transpose()
+    }
+
+    fn is_postgres(&self) -> Result<bool, BenchError> {
+        Ok(matches!(self.spec()?, Some(StoreSpec::Postgres { .. })))
     }
 
     /// How many abandoned keys to write: one per takeover the run can send, with 10 % to spare.
@@ -205,6 +247,8 @@ fn paths(store: Option<&Path>) -> Result<Paths, BenchError> {
     };
     for p in [&engine, &baseline] {
         if p.exists() {
+            // A store another run is writing says so, rather than only that it exists.
+            crate::store::exclusive::hold_sqlite(p)?;
             return Err(BenchError::Invalid(format!(
                 "--store: {} exists; the bench fills a new store every run, so remove it or name another file",
                 p.display()
@@ -218,16 +262,31 @@ fn paths(store: Option<&Path>) -> Result<Paths, BenchError> {
     })
 }
 
-/// One side of the run: what serves, how it commits, what it sent.
-struct Side<S> {
-    service: S,
+/// One side of the run: what serves (one service per writer), how it commits, what it sent.
+struct Side {
+    services: Vec<Box<dyn Service>>,
     commits: Commits,
     counters: Counters,
     tally: Tally,
     baseline: bool,
 }
 
-impl<S: Service> Side<S> {
+impl Side {
+    fn new(
+        services: Vec<Box<dyn Service>>,
+        commits: Commits,
+        layout: &Layout,
+        baseline: bool,
+    ) -> Self {
+        Self {
+            services,
+            commits,
+            counters: Counters::new(layout),
+            tally: Tally::new(),
+            baseline,
+        }
+    }
+
     fn slice(&mut self, config: &BenchConfig, layout: &Layout, length: Duration, slice_no: u64) {
         let plan = Plan {
             workers: config.workers as usize,
@@ -238,18 +297,80 @@ impl<S: Service> Side<S> {
             counters: &self.counters,
             seed: config.seed.wrapping_add(slice_no.wrapping_mul(0x1000_0001)),
             baseline: self.baseline,
+            interrupted: &config.interrupted,
         };
-        let t = serve::run_slice(&mut self.service, &self.commits, &plan);
+        let t = serve::run_slice(&mut self.services, &self.commits, &plan);
         self.tally.absorb(t);
     }
+
+    /// The invariants of its store, and every 201 it gave checked against the labels.
+    fn check(&mut self, layout: &Layout) -> Result<InvariantCheck, BenchError> {
+        let created = self.tally.created;
+        check(self.services[0].store(), layout, created)
+    }
+}
+
+/// Measures both sides in alternating slices until the duration is spent or Ctrl-C; returns
+/// the number of slices planned and how many ran.
+fn measure(
+    config: &BenchConfig,
+    layout: &Layout,
+    engine: &mut Side,
+    baseline: &mut Side,
+) -> (u32, u32) {
+    let slices = config.duration.as_nanos().div_ceil(SLICE.as_nanos()).max(1) as u32;
+    let length = config.duration / slices;
+    let mut ran = 0;
+    for n in 0..u64::from(slices) {
+        if config.interrupted.load(Ordering::Relaxed) {
+            break;
+        }
+        // Engine first in even pairs, baseline first in odd ones: a drift in the machine's load
+        // during the run does not favour either. Both get the same seed, so the same draws.
+        if n % 2 == 0 {
+            engine.slice(config, layout, length, n);
+            baseline.slice(config, layout, length, n);
+        } else {
+            baseline.slice(config, layout, length, n);
+            engine.slice(config, layout, length, n);
+        }
+        ran += 1;
+    }
+    (slices, ran)
+}
+
+/// The carrier answers at once and keeps no ledger: the bench measures the engine and its
+/// store, not a network call, and a ledger of every purchase would grow for the whole run.
+fn carrier(config: &BenchConfig) -> Arc<Carrier> {
+    Arc::new(
+        Carrier::new(CarrierConfig {
+            latency: Latency::Fixed { ms: 0 },
+            seed: config.seed,
+            ..CarrierConfig::default()
+        })
+        .without_ledger(),
+    )
 }
 
 /// Runs the bench. Errors are for runs that could not be made (bad input, a store that cannot be
 /// opened); a run whose answers or invariants are wrong returns a report with `ok == false`.
 pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
     config.validate()?;
+    match config.spec()? {
+        None => run_sqlite(config, None),
+        Some(StoreSpec::Sqlite(path)) => run_sqlite(config, Some(&path)),
+        Some(StoreSpec::Postgres { url, schema }) => run_postgres(config, &url, schema.as_deref()),
+        #[allow(unreachable_patterns)]
+        Some(other) => Err(BenchError::Invalid(format!(
+            "--store: bench runs on SQLite and PostgreSQL, not on {}",
+            other.describe()
+        ))),
+    }
+}
+
+fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, BenchError> {
     let load_before = report::load_average();
-    let paths = paths(config.store.as_deref())?;
+    let paths = paths(store)?;
     let layout = config.layout();
 
     let fill_started = Instant::now();
@@ -284,48 +405,20 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
             Checkpointer::start(&paths.baseline, config.synchronous, CHECKPOINT_INTERVAL)?,
         )),
     };
-    // The carrier answers at once and keeps no ledger: the bench measures the engine and its
-    // store, not a network call, and a ledger of every purchase would grow for the whole run.
-    let carrier = Carrier::new(CarrierConfig {
-        latency: Latency::Fixed { ms: 0 },
-        seed: config.seed,
-        ..CarrierConfig::default()
-    })
-    .without_ledger();
     let engine = Engine::new(
         engine_store,
-        std::sync::Arc::new(carrier),
-        std::sync::Arc::new(SystemClock),
+        carrier(config),
+        Arc::new(SystemClock),
         EngineConfig::default(),
     );
-    let mut engine_side = Side {
-        service: engine,
-        commits: engine_commits,
-        counters: Counters::new(&layout),
-        tally: Tally::new(),
-        baseline: false,
-    };
-    let mut baseline_side = Side {
-        service: Baseline::new(baseline_store),
-        commits: baseline_commits,
-        counters: Counters::new(&layout),
-        tally: Tally::new(),
-        baseline: true,
-    };
-
-    let slices = config.duration.as_nanos().div_ceil(SLICE.as_nanos()).max(1) as u32;
-    let length = config.duration / slices;
-    for n in 0..u64::from(slices) {
-        // Engine first in even pairs, baseline first in odd ones: a drift in the machine's load
-        // during the run does not favour either. Both get the same seed, so the same draws.
-        if n % 2 == 0 {
-            engine_side.slice(config, &layout, length, n);
-            baseline_side.slice(config, &layout, length, n);
-        } else {
-            baseline_side.slice(config, &layout, length, n);
-            engine_side.slice(config, &layout, length, n);
-        }
-    }
+    let mut engine_side = Side::new(vec![Box::new(engine)], engine_commits, &layout, false);
+    let mut baseline_side = Side::new(
+        vec![Box::new(Baseline::new(baseline_store))],
+        baseline_commits,
+        &layout,
+        true,
+    );
+    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
     let (engine_ckpt, baseline_ckpt) = match checkpointers {
         Some((e, b)) => (Some(e.stop()), Some(b.stop())),
@@ -333,24 +426,23 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
     };
     let engine_group = group_stats(&engine_side.commits);
     let baseline_group = group_stats(&baseline_side.commits);
-    let engine_check = check(
-        engine_side.service.store(),
-        &layout,
-        engine_side.tally.created,
-    )?;
-    let baseline_check = check(
-        baseline_side.service.store(),
-        &layout,
-        baseline_side.tally.created,
-    )?;
+    // Whatever happened, the WAL goes back into the database file before the report: an
+    // interrupted or deferred run leaves no log behind to replay.
+    let mut wal_ok = true;
+    for path in [&paths.engine, &paths.baseline] {
+        wal_ok &= truncate_wal(path, &options).is_ok();
+    }
+    let engine_check = engine_side.check(&layout)?;
+    let baseline_check = baseline_side.check(&layout)?;
     let machine = Machine::now(load_before);
     Ok(Report::build(report::Parts {
         config,
         layout: &layout,
-        engine_path: &paths.engine,
-        baseline_path: &paths.baseline,
-        kept: config.store.is_some(),
+        engine_store: format!("sqlite:{}", paths.engine.display()),
+        baseline_store: format!("sqlite:{}", paths.baseline.display()),
+        kept: store.is_some(),
         slices,
+        slices_run,
         fill_s,
         engine: (&engine_side.tally, engine_group, engine_ckpt, engine_check),
         baseline: (
@@ -360,7 +452,127 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
             baseline_check,
         ),
         machine,
+        postgres: None,
+        wal_checkpointed: Some(wal_ok),
     }))
+}
+
+/// `PRAGMA wal_checkpoint(TRUNCATE)` on a connection of its own.
+fn truncate_wal(path: &Path, options: &SqliteOptions) -> Result<(), StoreError> {
+    let store = SqliteStore::open(path, options)?;
+    store
+        .connection()
+        .query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(|source| StoreError::Sqlite {
+            location: path.display().to_string(),
+            source,
+        })
+        .and_then(|busy| {
+            if busy == 0 {
+                Ok(())
+            } else {
+                Err(StoreError::Corrupt(format!(
+                    "{}: the WAL checkpoint was blocked by another connection",
+                    path.display()
+                )))
+            }
+        })
+}
+
+fn run_postgres(
+    config: &BenchConfig,
+    url: &str,
+    schema: Option<&str>,
+) -> Result<Report, BenchError> {
+    let load_before = report::load_average();
+    let schemas = pg::Schemas::new(schema)?;
+    let _held = pg::refuse_existing(url, &schemas)?;
+    let layout = config.layout();
+    let engine_pool = pg::pool(url, &schemas.engine, config.pool_size, config)?;
+    let mut guard = pg::ScratchGuard { pools: Vec::new() };
+    if !schemas.kept {
+        guard.pools.push(engine_pool.clone());
+    }
+    let baseline_pool = pg::pool(url, &schemas.baseline, config.pool_size, config)?;
+    if !schemas.kept {
+        guard.pools.push(baseline_pool.clone());
+    }
+    let pgbench_pool = if config.pgbench {
+        let p = pg::pool(url, &schemas.pgbench, 1, config)?;
+        if !schemas.kept {
+            guard.pools.push(p.clone());
+        }
+        Some(p)
+    } else {
+        None
+    };
+
+    let fill_started = Instant::now();
+    let now = SystemClock.now_ms();
+    pg::fill(&mut engine_pool.get()?, &layout, now)?;
+    pg::fill(&mut baseline_pool.get()?, &layout, now)?;
+    if let Some(p) = &pgbench_pool {
+        pg::fill(&mut p.get()?, &layout, now)?;
+    }
+    let fill_s = fill_started.elapsed().as_secs_f64();
+
+    let carrier = carrier(config);
+    let mut engines: Vec<Box<dyn Service>> = Vec::new();
+    let mut baselines: Vec<Box<dyn Service>> = Vec::new();
+    for _ in 0..config.pool_size {
+        engines.push(Box::new(Engine::new(
+            Box::new(engine_pool.get()?),
+            carrier.clone(),
+            Arc::new(SystemClock),
+            EngineConfig::default(),
+        )));
+        baselines.push(Box::new(pg::PgBaseline::new(baseline_pool.get()?)?));
+    }
+    let mut engine_side = Side::new(engines, Commits::PerTransaction, &layout, false);
+    let mut baseline_side = Side::new(baselines, Commits::PerTransaction, &layout, true);
+    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
+
+    let pgbench = match &pgbench_pool {
+        Some(_) if config.interrupted.load(Ordering::Relaxed) => {
+            Err("skipped: the run was interrupted".to_string())
+        }
+        Some(_) => {
+            let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
+                path: std::env::temp_dir().display().to_string(),
+                source,
+            })?;
+            pg::run_pgbench(url, &schemas.pgbench, config, &layout, dir.path())
+        }
+        None => Err("not asked for".to_string()),
+    };
+    let engine_check = engine_side.check(&layout)?;
+    let baseline_check = baseline_side.check(&layout)?;
+    let machine = Machine::now(load_before);
+    let report = Report::build(report::Parts {
+        config,
+        layout: &layout,
+        engine_store: engine_pool.describe(),
+        baseline_store: baseline_pool.describe(),
+        kept: schemas.kept,
+        slices,
+        slices_run,
+        fill_s,
+        engine: (&engine_side.tally, None, None, engine_check),
+        baseline: (&baseline_side.tally, None, None, baseline_check),
+        machine,
+        postgres: Some(report::PgParts {
+            pool_size: config.pool_size,
+            pgbench,
+        }),
+        wal_checkpointed: None,
+    });
+    // Every connection goes back before the scratch schemas are dropped.
+    drop(engine_side);
+    drop(baseline_side);
+    drop(guard);
+    Ok(report)
 }
 
 /// Opens one side's store as the run asks: commits on their own or grouped, checkpoints inline or

@@ -10,7 +10,6 @@ use crate::store::{Invariants, Synchronous};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::Path;
 
 /// Bumped when a field changes meaning or goes away; new fields do not bump it.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -139,6 +138,10 @@ pub struct ConfigView {
     pub fill_s: f64,
     /// True when the stores were kept (`--store`); false for a temp dir removed afterwards.
     pub stores_kept: bool,
+    /// `sqlite` or `postgres`.
+    pub store_kind: String,
+    /// PostgreSQL connections per side, one writer each; `null` on SQLite (one writer).
+    pub pool_size: Option<u32>,
 }
 
 /// The result of a run. The headline figures come first.
@@ -156,8 +159,21 @@ pub struct Report {
     /// `creates_per_s / baseline_creates_per_s`: the share of the baseline's rate reached (flat
     /// out; at a target rate both sides run at the target).
     pub rate_vs_baseline: f64,
-    /// `sqlite:per_transaction` or `sqlite:group`.
+    /// `sqlite:per_transaction`, `sqlite:group` or `postgres:per_transaction`.
     pub commit_mode: String,
+    /// Ctrl-C stopped the run early: the figures cover `slices_run` of `config.slices` slices.
+    pub interrupted: bool,
+    pub slices_run: u32,
+    /// Measured time per side that the figures cover (all of `config.duration_s` unless
+    /// interrupted).
+    pub measured_s_per_side: f64,
+    /// SQLite: both WALs were checkpointed into their database files (TRUNCATE) at the end.
+    pub wal_checkpointed: Option<bool>,
+    /// PostgreSQL: `pgbench` running the seed's statements on a third store with `--pool`
+    /// clients, for `duration` rounded up to whole seconds.
+    pub pgbench: Option<super::pg::PgbenchReport>,
+    /// Why there is no pgbench figure, when there is none on PostgreSQL.
+    pub pgbench_note: Option<String>,
     pub latency_us: Percentiles,
     pub baseline_latency_us: Percentiles,
     /// How late the clients sent requests (part of the latencies above): when its p99 nears
@@ -176,17 +192,27 @@ pub(super) type SideParts<'a> = (
     InvariantCheck,
 );
 
+/// What a PostgreSQL run adds.
+pub(super) struct PgParts {
+    pub pool_size: u32,
+    /// (clients, seconds, creates/s, failed, scripts), or why pgbench did not run.
+    pub pgbench: Result<(u32, u64, f64, u64, String), String>,
+}
+
 pub(super) struct Parts<'a> {
     pub config: &'a BenchConfig,
     pub layout: &'a Layout,
-    pub engine_path: &'a Path,
-    pub baseline_path: &'a Path,
+    pub engine_store: String,
+    pub baseline_store: String,
     pub kept: bool,
     pub slices: u32,
+    pub slices_run: u32,
     pub fill_s: f64,
     pub engine: SideParts<'a>,
     pub baseline: SideParts<'a>,
     pub machine: Machine,
+    pub postgres: Option<PgParts>,
+    pub wal_checkpointed: Option<bool>,
 }
 
 fn per_s(t: &Tally) -> f64 {
@@ -207,9 +233,9 @@ fn ratio(a: f64, b: f64) -> f64 {
     if b > 0.0 { a / b } else { 0.0 }
 }
 
-fn side(path: &Path, (t, group, checkpoints, inv): SideParts<'_>) -> SideReport {
+fn side(store: String, (t, group, checkpoints, inv): SideParts<'_>) -> SideReport {
     SideReport {
-        store: format!("sqlite:{}", path.display()),
+        store,
         requests: t.requests(),
         by_kind: t.by_kind,
         elapsed_s: t.elapsed.as_secs_f64(),
@@ -237,20 +263,53 @@ impl SideReport {
 impl Report {
     pub(super) fn build(p: Parts<'_>) -> Self {
         let (et, bt) = (p.engine.0, p.baseline.0);
-        let engine = side(p.engine_path, p.engine);
-        let baseline = side(p.baseline_path, p.baseline);
+        let engine = side(p.engine_store, p.engine);
+        let baseline = side(p.baseline_store, p.baseline);
         let c = p.config;
+        let kind = if p.postgres.is_some() {
+            "postgres"
+        } else {
+            "sqlite"
+        };
+        let (pgbench, pgbench_note) = match &p.postgres {
+            None => (None, None),
+            Some(pg) => match &pg.pgbench {
+                Ok((clients, duration_s, tps, failed, scripts)) => (
+                    Some(super::pg::PgbenchReport {
+                        clients: *clients,
+                        duration_s: *duration_s,
+                        creates_per_s: *tps,
+                        failed: *failed,
+                        engine_vs_pgbench: ratio(per_s(et), *tps),
+                        baseline_vs_pgbench: ratio(per_s(bt), *tps),
+                        scripts: scripts.clone(),
+                    }),
+                    None,
+                ),
+                Err(why) => (None, Some(why.clone())),
+            },
+        };
+        let interrupted = p.slices_run < p.slices;
         Self {
             schema_version: SCHEMA_VERSION,
+            // Checks only: an interrupted run whose checks passed is ok, and says it was
+            // interrupted.
             ok: engine.ok() && baseline.ok(),
             creates_per_s: per_s(et),
             baseline_creates_per_s: per_s(bt),
             overhead_ratio: ratio(busy_us(et), busy_us(bt)),
             rate_vs_baseline: ratio(per_s(et), per_s(bt)),
             commit_mode: match c.group {
-                None => "sqlite:per_transaction".into(),
-                Some(_) => "sqlite:group".into(),
+                None => format!("{kind}:per_transaction"),
+                Some(_) => format!("{kind}:group"),
             },
+            interrupted,
+            slices_run: p.slices_run,
+            measured_s_per_side: c.duration.as_secs_f64() * f64::from(p.slices_run)
+                / f64::from(p.slices.max(1)),
+            wal_checkpointed: p.wal_checkpointed,
+            pgbench,
+            pgbench_note,
             latency_us: Percentiles::of(&et.latency_us),
             baseline_latency_us: Percentiles::of(&bt.latency_us),
             client_send_lag_us: {
@@ -273,6 +332,8 @@ impl Report {
                 layout: *p.layout,
                 fill_s: p.fill_s,
                 stores_kept: p.kept,
+                store_kind: kind.to_string(),
+                pool_size: p.postgres.as_ref().map(|pg| pg.pool_size),
             },
             engine,
             baseline,
@@ -349,11 +410,26 @@ pub fn render_table(r: &Report) -> String {
         Checkpoints::Inline => "checkpoints inline",
         Checkpoints::Deferred => "checkpoints deferred until after the run (diagnostic)",
     };
-    let _ = writeln!(
-        out,
-        "idemcalc bench: SQLite WAL, synchronous={}, {checkpoints}, {commit}",
-        sync_name(c.synchronous)
-    );
+    match c.pool_size {
+        None => {
+            let _ = writeln!(
+                out,
+                "idemcalc bench: SQLite WAL, synchronous={}, {checkpoints}, {commit}",
+                sync_name(c.synchronous)
+            );
+        }
+        Some(pool) => {
+            let _ = writeln!(
+                out,
+                "idemcalc bench: PostgreSQL, synchronous_commit={}, pool of {pool} connections (one writer each), {commit}",
+                if c.synchronous == Synchronous::Off {
+                    "off"
+                } else {
+                    "on"
+                }
+            );
+        }
+    }
     let _ = writeln!(
         out,
         "{} workers, {rate}, {:.1} s per side in {} alternating slices, mix {}",
@@ -453,6 +529,26 @@ pub fn render_table(r: &Report) -> String {
             let _ = writeln!(out, "{name}: first problem: {p}");
         }
     }
+    if let Some(pg) = &r.pgbench {
+        let _ = writeln!(
+            out,
+            "pgbench, the seed's statements as a custom script ({}), {} clients, {} s: {} creates/s; engine {:.2} of it, raw SQL baseline {:.2}{}",
+            pg.scripts,
+            pg.clients,
+            pg.duration_s,
+            thousands(pg.creates_per_s),
+            pg.engine_vs_pgbench,
+            pg.baseline_vs_pgbench,
+            if pg.failed > 0 {
+                format!(" ({} failed script runs)", pg.failed)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if let Some(note) = &r.pgbench_note {
+        let _ = writeln!(out, "pgbench: {note}");
+    }
     let _ = writeln!(out);
     let _ = writeln!(
         out,
@@ -475,6 +571,22 @@ pub fn render_table(r: &Report) -> String {
     );
     if c.stores_kept {
         let _ = writeln!(out, "stores kept: {}, {}", r.engine.store, r.baseline.store);
+    }
+    if r.interrupted {
+        let _ = writeln!(
+            out,
+            "interrupted: measured {:.1} s of {:.1} s per side ({} of {} slices); the figures above cover only that part",
+            r.measured_s_per_side, c.duration_s, r.slices_run, c.slices
+        );
+        let _ = writeln!(
+            out,
+            "the stores were checked after the interruption{}",
+            match r.wal_checkpointed {
+                Some(true) => " and their WAL checkpointed into the database files",
+                Some(false) => "; a WAL checkpoint was blocked",
+                None => "",
+            }
+        );
     }
     let _ = writeln!(out, "result: {}", if r.ok { "ok" } else { "FAILED" });
     out

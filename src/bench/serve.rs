@@ -1,8 +1,10 @@
-//! Clients and the writer: how one slice of a bench run is driven.
+//! Clients and writers: how one slice of a bench run is driven.
 //!
 //! SQLite has one writer at a time, so one thread owns the store (the engine, or the baseline's
 //! connection) and serves every request; `--workers` client threads send it requests over a
-//! channel and wait for their answers. With N connections instead, writers would queue on the
+//! channel and wait for their answers. PostgreSQL takes writers in parallel: one writer thread
+//! per pooled connection (`--pool`) takes requests from the same channel, as a server's request
+//! threads share its pool. With N connections instead, writers would queue on the
 //! database lock through SQLite's busy handler, which sleeps in steps of 1, 2, 5, 10 ms: the
 //! bench would measure those sleeps, not the engine. With group commit the writer holds each
 //! answer until the batch it depends on has committed.
@@ -10,12 +12,14 @@
 use super::fill::{Layout, OTHER_WEIGHT_G, WEIGHT_G, body, key};
 use super::mix::{Kind, Mix, PerKind};
 use crate::engine::{Engine, Outcome, Request};
+use crate::store::Store;
 use crate::store::group::GroupCommitStore;
 use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::mpsc::{self, Receiver, Sender, TryRecvError};
 use std::thread;
 use std::time::{Duration, Instant};
@@ -34,6 +38,8 @@ pub type Answer = Result<Outcome, String>;
 /// What serves requests on the writer thread.
 pub trait Service: Send {
     fn serve(&mut self, job: Job) -> Result<Outcome, String>;
+    /// The store it writes, for the checks at the end of a run.
+    fn store(&mut self) -> &mut dyn Store;
 }
 
 impl Service for Engine {
@@ -48,6 +54,10 @@ impl Service for Engine {
         self.handle(&req)
             .map(|r| r.outcome)
             .map_err(|e| e.to_string())
+    }
+
+    fn store(&mut self) -> &mut dyn Store {
+        Engine::store(self)
     }
 }
 
@@ -86,6 +96,8 @@ pub struct Plan<'a> {
     pub seed: u64,
     /// Answers are checked against [`Kind::expected_baseline`] rather than [`Kind::expected`].
     pub baseline: bool,
+    /// Set by Ctrl-C: clients send nothing more and the slice ends.
+    pub interrupted: &'a AtomicBool,
 }
 
 /// What one slice (or, summed, one side) came to.
@@ -171,16 +183,25 @@ impl Default for Tally {
     }
 }
 
-/// Runs one slice: `plan.workers` clients against one writer serving with `service`.
-pub fn run_slice(service: &mut dyn Service, commits: &Commits, plan: &Plan<'_>) -> Tally {
+/// Runs one slice: `plan.workers` clients against one writer per service (group commit needs
+/// exactly one).
+pub fn run_slice(services: &mut [Box<dyn Service>], commits: &Commits, plan: &Plan<'_>) -> Tally {
     let (job_tx, job_rx) = mpsc::channel::<Job>();
+    let job_rx = Mutex::new(job_rx);
     let (reply_txs, reply_rxs): (Vec<Sender<Answer>>, Vec<Receiver<Answer>>) =
         (0..plan.workers).map(|_| mpsc::channel()).unzip();
     thread::scope(|s| {
-        // Named threads, so a profile tells the writer from the clients.
-        let writer = thread::Builder::new()
-            .name("bench-writer".into())
-            .spawn_scoped(s, move || serve(service, commits, job_rx, &reply_txs));
+        // Named threads, so a profile tells the writers from the clients.
+        let writers: Vec<_> = services
+            .iter_mut()
+            .enumerate()
+            .map(|(i, service)| {
+                let (jobs, replies) = (&job_rx, &reply_txs);
+                thread::Builder::new()
+                    .name(format!("bench-writer-{i}"))
+                    .spawn_scoped(s, move || serve(service.as_mut(), commits, jobs, replies))
+            })
+            .collect();
         let start = Instant::now();
         let clients: Vec<_> = reply_rxs
             .into_iter()
@@ -205,35 +226,42 @@ pub fn run_slice(service: &mut dyn Service, commits: &Commits, plan: &Plan<'_>) 
                 Err(e) => tally.problem(format!("cannot start a client thread: {e}")),
             }
         }
-        match writer.map(|h| h.join()) {
-            Ok(Ok((busy, lost))) => {
-                tally.busy = busy;
-                tally.lost_answers = lost;
+        for writer in writers {
+            match writer.map(|h| h.join()) {
+                Ok(Ok((busy, lost))) => {
+                    tally.busy += busy;
+                    tally.lost_answers += lost;
+                }
+                Ok(Err(_)) => tally.problem("a writer thread panicked".into()),
+                Err(e) => tally.problem(format!("cannot start a writer thread: {e}")),
             }
-            Ok(Err(_)) => tally.problem("the writer thread panicked".into()),
-            Err(e) => tally.problem(format!("cannot start the writer thread: {e}")),
         }
         tally.elapsed = last - start;
         tally
     })
 }
 
-/// The writer: serves requests one at a time and hands each answer back once it is durable.
-/// Returns its busy time and the answers it had to withhold.
+/// A writer: serves requests one at a time and hands each answer back once it is durable.
+/// Returns its busy time and the answers it had to withhold. Writers share the channel: the one
+/// holding its lock waits for the next request, the others for the lock.
 fn serve(
     service: &mut dyn Service,
     commits: &Commits,
-    jobs: Receiver<Job>,
+    jobs: &Mutex<Receiver<Job>>,
     replies: &[Sender<Answer>],
 ) -> (Duration, u64) {
     let mut held: VecDeque<(u64, usize, Answer)> = VecDeque::new();
     let mut busy = Duration::ZERO;
     let mut lost = 0;
     loop {
-        let next = if held.is_empty() {
-            jobs.recv().map_err(|_| TryRecvError::Disconnected)
-        } else {
-            jobs.try_recv()
+        let next = {
+            // A writer that panicked holding the lock left the receiver intact.
+            let jobs = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            if held.is_empty() {
+                jobs.recv().map_err(|_| TryRecvError::Disconnected)
+            } else {
+                jobs.try_recv()
+            }
         };
         let t0 = Instant::now();
         match next {
@@ -336,6 +364,9 @@ fn client(
                 now
             }
         };
+        if plan.interrupted.load(Ordering::Relaxed) {
+            break;
+        }
         let drawn = plan.mix.pick(rng.random_range(0..total));
         let (kind, order_id, weight_g) = choose(drawn, plan, &mut rng, &mut tally);
         let job = Job {

@@ -27,8 +27,9 @@ use super::{
 use crate::clock::Millis;
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Statement};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
 /// Bumped whenever the schema changes; each version's DDL is applied once, in order, and a schema
@@ -98,6 +99,9 @@ pub struct PgOptions {
     pub connect_timeout: Duration,
     /// How long [`PgPool::get`] waits for a connection when all `pool_size` are in use.
     pub checkout_timeout: Duration,
+    /// Hold the schema for this process while the pool lives (a session advisory lock), so a
+    /// second process that names it is refused instead of writing into a run's rows.
+    pub exclusive: bool,
 }
 
 impl Default for PgOptions {
@@ -108,6 +112,7 @@ impl Default for PgOptions {
             synchronous: Synchronous::Normal,
             connect_timeout: Duration::from_secs(5),
             checkout_timeout: Duration::from_secs(30),
+            exclusive: true,
         }
     }
 }
@@ -293,15 +298,45 @@ impl Statements {
 }
 
 /// One open connection with its prepared statements.
-struct Conn {
+pub(crate) struct Conn {
     client: Client,
     st: Statements,
+    /// The pool generation it was opened in: connections of an older generation (from before
+    /// [`PgPool::drop_schema`] or [`PgPool::close_idle`]) are closed instead of reused, since
+    /// their prepared statements may name dropped tables.
+    generation: u64,
+    /// Set when a statement found the connection dead: the pool closes it instead of keeping it.
+    broken: bool,
 }
 
-struct PoolState {
-    idle: Vec<Conn>,
-    /// Connections open right now, idle or handed out; never above `pool_size`.
-    open: u32,
+/// What the pool crate needs to open, check and retire our connections. Opening one is
+/// connect, `search_path`, `synchronous_commit` and the prepared statements.
+struct PgManager {
+    shared: Arc<PoolInner>,
+}
+
+impl r2d2::ManageConnection for PgManager {
+    type Connection = Conn;
+    type Error = StoreError;
+
+    fn connect(&self) -> Result<Conn, StoreError> {
+        let client = self.shared.raw_connect()?;
+        self.shared.setup(client)
+    }
+
+    /// Checked on every checkout without a round trip: only what the client already knows.
+    fn is_valid(&self, conn: &mut Conn) -> Result<(), StoreError> {
+        if self.has_broken(conn) {
+            return Err(self.shared.open_err("connection closed or retired".into()));
+        }
+        Ok(())
+    }
+
+    fn has_broken(&self, conn: &mut Conn) -> bool {
+        conn.broken
+            || conn.client.is_closed()
+            || conn.generation != self.shared.generation.load(Ordering::Acquire)
+    }
 }
 
 struct PoolInner {
@@ -309,15 +344,18 @@ struct PoolInner {
     options: PgOptions,
     /// The redacted URL and schema, for every message.
     location: String,
-    state: Mutex<PoolState>,
-    freed: Condvar,
+    /// Bumped to retire every connection open now (see [`Conn::generation`]).
+    generation: AtomicU64,
+    /// Holds the schema for this process while any pool on it lives (see `store::exclusive`).
+    _exclusive: Option<Arc<super::exclusive::Held>>,
 }
 
-/// A small connection pool: at most `pool_size` connections, each handed out as a
-/// [`PostgresStore`] that gives its connection back when dropped. Cloning shares the pool.
+/// A connection pool (the `r2d2` crate) of at most `pool_size` connections, each handed out as
+/// a [`PostgresStore`] that gives its connection back when dropped. Cloning shares the pool.
 #[derive(Clone)]
 pub struct PgPool {
     inner: Arc<PoolInner>,
+    pool: r2d2::Pool<PgManager>,
 }
 
 impl std::fmt::Debug for PgPool {
@@ -327,9 +365,10 @@ impl std::fmt::Debug for PgPool {
 }
 
 impl PgPool {
-    /// Connects to `url`, creates or migrates the schema named in `options`, and keeps that first
-    /// connection for the pool. Fails early, with a message that names the server (password
-    /// redacted) and says what to check, if the server cannot be reached or refuses us.
+    /// Connects to `url`, creates or migrates the schema named in `options`, and sets up the
+    /// pool. Fails early, with a message that names the server (password redacted) and says
+    /// what to check, if the server cannot be reached or refuses us, or if another process
+    /// holds the schema (`options.exclusive`).
     pub fn connect(url: &str, options: &PgOptions) -> Result<Self, StoreError> {
         let location = format!("{} (schema {})", redact_url(url), options.schema);
         let fail = |message: String| StoreError::Open {
@@ -355,34 +394,61 @@ impl PgPool {
         if config.get_application_name().is_none() {
             config.application_name("idemcalc");
         }
-        let inner = Arc::new(PoolInner {
+        let mut inner = PoolInner {
             config,
             options: options.clone(),
             location,
-            state: Mutex::new(PoolState {
-                idle: Vec::new(),
-                open: 1,
-            }),
-            freed: Condvar::new(),
-        });
-        let conn = match inner.first_connection() {
-            Ok(c) => c,
-            Err(e) => {
-                inner.lock().open = 0;
-                return Err(e);
-            }
+            generation: AtomicU64::new(0),
+            _exclusive: None,
         };
-        inner.lock().idle.push(conn);
-        Ok(Self { inner })
+        // The first connection reports a refused or unreachable server with its own message;
+        // then the schema is held (before anything touches it), then created or migrated before
+        // any statement is prepared against its tables.
+        let mut client = inner.raw_connect()?;
+        if options.exclusive {
+            inner._exclusive = Some(super::exclusive::hold_pg_schema(
+                &inner.config,
+                &options.schema,
+                &inner.location,
+            )?);
+        }
+        inner.migrate(&mut client)?;
+        drop(inner.setup(client)?);
+        let inner = Arc::new(inner);
+        let pool = r2d2::Pool::builder()
+            .max_size(options.pool_size)
+            // Connections open on demand: a pool of 64 for a test that uses 2 opens 2.
+            .min_idle(Some(0))
+            .connection_timeout(options.checkout_timeout)
+            .error_handler(Box::new(r2d2::NopErrorHandler))
+            .build_unchecked(PgManager {
+                shared: inner.clone(),
+            });
+        Ok(Self { inner, pool })
     }
 
     /// A store on one of the pool's connections, opening one if fewer than `pool_size` are open,
     /// else waiting up to `checkout_timeout` for one to come back.
     pub fn get(&self) -> Result<PostgresStore, StoreError> {
-        let conn = self.inner.checkout()?;
+        let conn = self.checkout()?;
         Ok(PostgresStore {
             conn: Some(conn),
-            pool: self.inner.clone(),
+            pool: self.clone(),
+        })
+    }
+
+    fn checkout(&self) -> Result<r2d2::PooledConnection<PgManager>, StoreError> {
+        self.pool.get().map_err(|e| {
+            let state = self.pool.state();
+            if state.connections >= self.inner.options.pool_size {
+                self.inner.open_err(format!(
+                    "all {} connections of the pool stayed in use for {:?}; raise --pool or use fewer workers ({e})",
+                    self.inner.options.pool_size, self.inner.options.checkout_timeout
+                ))
+            } else {
+                self.inner
+                    .open_err(format!("cannot open another connection: {e}"))
+            }
         })
     }
 
@@ -401,51 +467,36 @@ impl PgPool {
 
     /// Connections open right now (idle or handed out).
     pub fn open_connections(&self) -> u32 {
-        self.inner.lock().open
+        self.pool.state().connections
     }
 
     /// Closes the connections nobody is using. A session's statistics (`pg_stat_user_tables`)
     /// are flushed when it ends, so measurements call this before reading them; the pool opens
     /// new connections on demand afterwards.
     pub fn close_idle(&self) {
-        let idle: Vec<Conn> = {
-            let mut state = self.inner.lock();
-            let idle: Vec<Conn> = state.idle.drain(..).collect();
-            state.open -= idle.len() as u32;
-            idle
-        };
-        drop(idle);
-        self.inner.freed.notify_all();
+        self.inner.generation.fetch_add(1, Ordering::AcqRel);
+        // Every idle connection now fails its checkout check and is closed; none is handed out.
+        while let Some(mut c) = self.pool.try_get() {
+            c.broken = true;
+        }
     }
 
     /// Drops the pool's schema with everything in it, for scratch schemas (tests, scenario runs)
     /// only. Waits at most 10 s for other sessions' locks rather than hang behind a stuck one.
-    /// The idle connections are closed: their prepared statements name the dropped tables.
+    /// Every connection open now is retired: their prepared statements name the dropped tables.
     pub fn drop_schema(&self) -> Result<(), StoreError> {
         let mut store = self.get()?;
         let schema = quote_ident(self.schema());
         let dropped = store.client()?.batch_execute(&format!(
             "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE; RESET lock_timeout;"
         ));
-        let used = store.conn.take();
         drop(store);
-        let mut state = self.inner.lock();
-        let closed = state.idle.len() as u32 + u32::from(used.is_some());
-        state.idle.clear();
-        state.open -= closed;
-        drop(state);
-        self.inner.freed.notify_all();
+        self.close_idle();
         dropped.map_err(|e| self.inner.pg_err(e))
     }
 }
 
 impl PoolInner {
-    fn lock(&self) -> MutexGuard<'_, PoolState> {
-        // A panic while holding this lock cannot leave the counts half-updated (each update is a
-        // single statement), so a poisoned lock is still usable.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     fn open_err(&self, message: String) -> StoreError {
         StoreError::Open {
             location: self.location.clone(),
@@ -458,14 +509,6 @@ impl PoolInner {
             location: self.location.clone(),
             error: e,
         }
-    }
-
-    /// The first connection: it also creates or migrates the schema, before any statement is
-    /// prepared against the tables.
-    fn first_connection(&self) -> Result<Conn, StoreError> {
-        let mut client = self.raw_connect()?;
-        self.migrate(&mut client)?;
-        self.setup(client)
     }
 
     fn raw_connect(&self) -> Result<Client, StoreError> {
@@ -493,7 +536,12 @@ impl PoolInner {
                 self.options.schema
             ))
         })?;
-        Ok(Conn { client, st })
+        Ok(Conn {
+            client,
+            st,
+            generation: self.generation.load(Ordering::Acquire),
+            broken: false,
+        })
     }
 
     /// Creates the schema and applies every missing version, under a transaction-scoped advisory
@@ -557,60 +605,6 @@ impl PoolInner {
             .map_err(|e| self.pg_err(e))?;
         }
         tx.commit().map_err(|e| self.pg_err(e))
-    }
-
-    fn checkout(&self) -> Result<Conn, StoreError> {
-        let deadline = Instant::now() + self.options.checkout_timeout;
-        let mut state = self.lock();
-        loop {
-            while let Some(conn) = state.idle.pop() {
-                if !conn.client.is_closed() {
-                    return Ok(conn);
-                }
-                // Its server process is gone (terminated, restarted): forget it.
-                state.open -= 1;
-            }
-            if state.open < self.options.pool_size {
-                state.open += 1;
-                drop(state);
-                let conn = self.raw_connect().and_then(|c| self.setup(c));
-                if conn.is_err() {
-                    self.lock().open -= 1;
-                    self.freed.notify_one();
-                }
-                return conn;
-            }
-            let now = Instant::now();
-            if now >= deadline {
-                return Err(self.open_err(format!(
-                    "all {} connections of the pool stayed in use for {:?}; raise --pool or use fewer workers",
-                    self.options.pool_size, self.options.checkout_timeout
-                )));
-            }
-            state = self
-                .freed
-                .wait_timeout(state, deadline - now)
-                .unwrap_or_else(|p| p.into_inner())
-                .0;
-        }
-    }
-
-    /// Closes a connection found dead (or no longer wanted) and frees its slot.
-    fn discard(&self, conn: Conn) {
-        drop(conn);
-        self.lock().open -= 1;
-        self.freed.notify_one();
-    }
-
-    fn checkin(&self, conn: Conn) {
-        let mut state = self.lock();
-        if conn.client.is_closed() {
-            state.open -= 1;
-        } else {
-            state.idle.push(conn);
-        }
-        drop(state);
-        self.freed.notify_one();
     }
 }
 
@@ -764,8 +758,8 @@ fn count(r: &Row) -> Result<u64, StoreError> {
 /// are then retried once on a fresh connection; a statement that may have done its work (a
 /// commit, the sweeper's `DELETE`) reports the error, and the next call reconnects.
 pub struct PostgresStore {
-    conn: Option<Conn>,
-    pool: Arc<PoolInner>,
+    conn: Option<r2d2::PooledConnection<PgManager>>,
+    pool: PgPool,
 }
 
 /// The server closed this session or the socket is gone: a new connection is the only way on.
@@ -801,19 +795,22 @@ impl PostgresStore {
     }
 
     fn err(&self, e: postgres::Error) -> StoreError {
-        self.pool.pg_err(e)
+        self.pool.inner.pg_err(e)
     }
 
     /// The live connection, replacing one already known to be closed.
     fn conn(&mut self) -> Result<&mut Conn, StoreError> {
-        if self.conn.as_ref().is_none_or(|c| c.client.is_closed()) {
-            if let Some(dead) = self.conn.take() {
-                self.pool.discard(dead);
-            }
+        if self
+            .conn
+            .as_ref()
+            .is_none_or(|c| c.broken || c.client.is_closed())
+        {
+            // A dead connection given back is closed by the pool, not reused.
+            self.conn = None;
             self.conn = Some(self.pool.checkout()?);
         }
         self.conn
-            .as_mut()
+            .as_deref_mut()
             .ok_or_else(|| StoreError::Corrupt("no connection".into()))
     }
 
@@ -825,8 +822,8 @@ impl PostgresStore {
     ) -> Result<T, StoreError> {
         match f(self.conn()?) {
             Err(e) if connection_lost(&e) => {
-                if let Some(dead) = self.conn.take() {
-                    self.pool.discard(dead);
+                if let Some(dead) = self.conn.as_mut() {
+                    dead.broken = true;
                 }
                 f(self.conn()?).map_err(|e| self.err(e))
             }
@@ -850,7 +847,7 @@ impl PostgresStore {
     }
 
     pub fn schema(&self) -> &str {
-        &self.pool.options.schema
+        self.pool.schema()
     }
 
     /// Runs amcheck's `bt_index_check` (with `heapallindexed`) on the store's four indexes if the
@@ -890,14 +887,6 @@ impl PostgresStore {
     }
 }
 
-impl Drop for PostgresStore {
-    fn drop(&mut self) {
-        if let Some(conn) = self.conn.take() {
-            self.pool.checkin(conn);
-        }
-    }
-}
-
 /// A transaction on one connection: `BEGIN` was sent by [`Store::begin`]; `COMMIT` by
 /// [`Tx::commit`]; dropping it unfinished sends `ROLLBACK`, as a crash would make the server do.
 /// (Written by hand rather than with `postgres::Transaction` so that `begin` can retry a `BEGIN`
@@ -925,7 +914,7 @@ impl Drop for PgTx<'_> {
 
 impl Tx for PgTx<'_> {
     fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
                 &st.insert_key,
@@ -944,7 +933,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let row = client
             .query_opt(&st.lock_key, &[&caller_id, &idem_key])
             .map_err(|e| self.err(e))?;
@@ -958,7 +947,7 @@ impl Tx for PgTx<'_> {
         lease_token: &LeaseToken,
         locked_until_ms: Millis,
     ) -> Result<(), StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
                 &st.take_over,
@@ -980,7 +969,7 @@ impl Tx for PgTx<'_> {
         lease_token: &LeaseToken,
         locked_until_ms: Millis,
     ) -> Result<bool, StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
                 &st.release_lease,
@@ -996,7 +985,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
                 &st.complete_key,
@@ -1019,7 +1008,7 @@ impl Tx for PgTx<'_> {
         idem_key: &str,
         response_body: &str,
     ) -> Result<(), StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
                 &st.set_response_body,
@@ -1030,7 +1019,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn insert_label(&mut self, l: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
                 &st.insert_label,
@@ -1049,7 +1038,7 @@ impl Tx for PgTx<'_> {
             return Ok(None);
         }
         // READ COMMITTED: this statement sees the row whose commit made the insert conflict.
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         let row = client
             .query_one(
                 &st.select_label,
@@ -1065,7 +1054,7 @@ impl Tx for PgTx<'_> {
         idem_key: &str,
         lease_token: &LeaseToken,
     ) -> Result<(), StoreError> {
-        let Conn { client, st } = &mut *self.conn;
+        let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
                 &st.delete_key,
@@ -1089,10 +1078,10 @@ impl Store for PostgresStore {
     fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
         // Retrying BEGIN is safe: nothing has run in the transaction yet.
         self.retrying(|c| c.client.batch_execute("BEGIN"))?;
-        let pool: &PoolInner = &self.pool;
+        let pool: &PoolInner = &self.pool.inner;
         let conn = self
             .conn
-            .as_mut()
+            .as_deref_mut()
             .ok_or_else(|| StoreError::Corrupt("no connection".into()))?;
         Ok(Box::new(PgTx {
             conn,
@@ -1193,7 +1182,7 @@ impl Store for PostgresStore {
     }
 
     fn describe(&self) -> String {
-        self.pool.location.clone()
+        self.pool.inner.location.clone()
     }
 
     fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {

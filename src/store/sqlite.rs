@@ -63,6 +63,9 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Page cache per connection, in KiB.
     pub cache_kib: u32,
+    /// Hold the file for this process while any connection to it is open (a lock file beside
+    /// it), so a second process that names it is refused instead of writing into a run's rows.
+    pub exclusive: bool,
 }
 
 impl Default for SqliteOptions {
@@ -71,6 +74,7 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Normal,
             busy_timeout: Duration::from_secs(5),
             cache_kib: 64 * 1024,
+            exclusive: true,
         }
     }
 }
@@ -78,6 +82,8 @@ impl Default for SqliteOptions {
 pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
+    /// Declared last so it is released after the connection closes.
+    _exclusive: Option<std::sync::Arc<super::exclusive::Held>>,
 }
 
 impl SqliteStore {
@@ -90,6 +96,12 @@ impl SqliteStore {
             message: explain(&e),
         };
         let conn = Connection::open(path).map_err(open_err)?;
+        // Before any statement: a store another process holds is not touched at all.
+        let exclusive = if options.exclusive {
+            super::exclusive::hold_sqlite(path)?
+        } else {
+            None
+        };
         conn.busy_timeout(options.busy_timeout).map_err(open_err)?;
         let sync = match options.synchronous {
             Synchronous::Off => "OFF",
@@ -104,6 +116,7 @@ impl SqliteStore {
         let mut store = Self {
             conn,
             path: path.to_path_buf(),
+            _exclusive: exclusive,
         };
         store.migrate().map_err(|e| match e {
             StoreError::Sqlite { source, .. } => open_err(source),

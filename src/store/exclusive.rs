@@ -1,0 +1,246 @@
+//! One run per store: a named SQLite file or PostgreSQL schema is held by one process at a time.
+//!
+//! Two runs writing into one store at once corrupt each other's figures (each counts the other's
+//! rows) and, worse, fail half-way with a raw unique violation when both fill the same ids. So
+//! the first process to open a store holds it until its last connection closes, and a second
+//! process is refused at open with a message naming the holder:
+//!
+//! - SQLite: an exclusive `flock` on a lock file beside the database (`FILE.idemcalc-lock`),
+//!   holding the holder's pid. Not on the database file itself: closing any other descriptor of
+//!   that file would drop SQLite's own POSIX locks. The file is removed on release; a process
+//!   that dies releases its lock with its descriptors, so a crash never leaves the store held.
+//! - PostgreSQL: a session-level advisory lock, keyed by the schema, on a connection of its own
+//!   whose `application_name` carries the holder's pid. The server releases it when that session
+//!   ends, including when the process dies.
+//!
+//! Within one process any number of connections and pools share the hold (a registry counts
+//! them), since one run opens several connections to its own store.
+
+use super::StoreError;
+use std::collections::HashMap;
+use std::fs::{File, OpenOptions, TryLockError};
+use std::io::{Read as _, Seek as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, Weak};
+
+/// A store held by this process; released when the last clone is dropped.
+pub struct Held {
+    what: Holding,
+}
+
+enum Holding {
+    File {
+        path: PathBuf,
+        _file: File,
+    },
+    /// The session that holds the advisory lock; closing it releases the lock.
+    Session {
+        _client: Mutex<postgres::Client>,
+    },
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        if let Holding::File { path, .. } = &self.what {
+            // Removed while still locked: a process that opens the old file after this finds it
+            // unlinked and tries again (see `lock_file`).
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Stores this process holds, by a key naming the file or the schema.
+static REGISTRY: Mutex<Option<HashMap<String, Weak<Held>>>> = Mutex::new(None);
+
+/// The hold on `key`, shared if this process has one already, else made by `acquire`.
+fn hold(
+    key: String,
+    acquire: impl FnOnce() -> Result<Held, StoreError>,
+) -> Result<Arc<Held>, StoreError> {
+    let mut registry = REGISTRY.lock().unwrap_or_else(|p| p.into_inner());
+    let map = registry.get_or_insert_with(HashMap::new);
+    if let Some(held) = map.get(&key).and_then(Weak::upgrade) {
+        return Ok(held);
+    }
+    let held = Arc::new(acquire()?);
+    map.retain(|_, w| w.strong_count() > 0);
+    map.insert(key, Arc::downgrade(&held));
+    Ok(held)
+}
+
+/// The lock file of the SQLite database at `db`.
+pub fn lock_path(db: &Path) -> PathBuf {
+    let mut name = db.file_name().unwrap_or_default().to_os_string();
+    name.push(".idemcalc-lock");
+    db.with_file_name(name)
+}
+
+/// Holds the SQLite database at `db` (which exists: SQLite has opened it) for this process, or
+/// says which process holds it. In-memory databases need no hold.
+pub fn hold_sqlite(db: &Path) -> Result<Option<Arc<Held>>, StoreError> {
+    let text = db.as_os_str();
+    if text.is_empty() || text == ":memory:" {
+        return Ok(None);
+    }
+    let canonical = std::fs::canonicalize(db).map_err(|e| StoreError::Open {
+        location: db.display().to_string(),
+        message: format!("cannot resolve the path: {e}"),
+    })?;
+    let key = format!("sqlite:{}", canonical.display());
+    hold(key, || lock_file(db, &lock_path(&canonical))).map(Some)
+}
+
+/// Tries a few times: each retry means the holder released and removed the file between our
+/// open and our lock, which cannot keep happening.
+const LOCK_FILE_TRIES: usize = 5;
+
+fn lock_file(db: &Path, path: &Path) -> Result<Held, StoreError> {
+    let fail = |message: String| StoreError::Open {
+        location: db.display().to_string(),
+        message,
+    };
+    for _ in 0..LOCK_FILE_TRIES {
+        let mut file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| {
+                fail(format!(
+                    "cannot create the lock file {}: {e}",
+                    path.display()
+                ))
+            })?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(TryLockError::WouldBlock) => {
+                let mut holder = String::new();
+                let _ = file.read_to_string(&mut holder);
+                let holder = holder.trim();
+                let who = if holder.is_empty() {
+                    "another process".to_string()
+                } else {
+                    format!("process {holder}")
+                };
+                return Err(fail(format!(
+                    "the store is in use by another idemcalc run ({who} holds {}); wait for it to finish, or name another file",
+                    path.display()
+                )));
+            }
+            Err(TryLockError::Error(e)) => {
+                return Err(fail(format!("cannot lock {}: {e}", path.display())));
+            }
+        }
+        if !same_file(&file, path) {
+            continue;
+        }
+        let _ = file.set_len(0);
+        let _ = file.rewind();
+        let _ = write!(file, "{}", std::process::id());
+        return Ok(Held {
+            what: Holding::File {
+                path: path.to_path_buf(),
+                _file: file,
+            },
+        });
+    }
+    Err(fail(format!(
+        "the lock file {} kept changing while we tried to lock it",
+        path.display()
+    )))
+}
+
+/// True when `path` still names the file we locked (not unlinked by a holder that was leaving).
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+/// The advisory-lock key of a schema: FNV-1a of a prefix and the name, so the key of one schema
+/// never depends on another's and never meets the migration lock's.
+pub fn schema_lock_key(schema: &str) -> i64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in "idemcalc-run:".bytes().chain(schema.bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h as i64
+}
+
+/// Holds `schema` on the server of `config` for this process, or says who holds it.
+pub fn hold_pg_schema(
+    config: &postgres::Config,
+    schema: &str,
+    location: &str,
+) -> Result<Arc<Held>, StoreError> {
+    let fail = |message: String| StoreError::Open {
+        location: location.to_string(),
+        message,
+    };
+    let hosts: Vec<String> = config
+        .get_hosts()
+        .iter()
+        .map(|h| match h {
+            postgres::config::Host::Tcp(t) => t.clone(),
+            postgres::config::Host::Unix(p) => p.display().to_string(),
+        })
+        .collect();
+    let key = format!(
+        "pg:{}:{:?}/{}/{schema}",
+        hosts.join(","),
+        config.get_ports(),
+        config.get_dbname().unwrap_or_default()
+    );
+    hold(key, || {
+        let mut config = config.clone();
+        config.application_name(&format!("idemcalc pid {}", std::process::id()));
+        let mut client = config.connect(postgres::NoTls).map_err(|e| {
+            fail(format!(
+                "cannot open the session that holds the schema: {}",
+                super::postgres::pg_message(&e)
+            ))
+        })?;
+        let lock_key = schema_lock_key(schema);
+        let got: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&lock_key])
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| fail(super::postgres::pg_message(&e)))?;
+        if !got {
+            // A bigint advisory key shows in pg_locks as its high and low 32 bits.
+            let high = ((lock_key as u64) >> 32) as i64;
+            let low = ((lock_key as u64) & 0xffff_ffff) as i64;
+            let holder: Option<(String, i32)> = client
+                .query_opt(
+                    "SELECT a.application_name, a.pid FROM pg_locks l
+                       JOIN pg_stat_activity a ON a.pid = l.pid
+                      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                        AND l.classid::int8 = $1 AND l.objid::int8 = $2
+                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+                      LIMIT 1",
+                    &[&high, &low],
+                )
+                .ok()
+                .flatten()
+                .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)));
+            let who = match holder {
+                Some((app, pid)) if !app.is_empty() => {
+                    format!("{app}, server process {pid}")
+                }
+                Some((_, pid)) => format!("server process {pid}"),
+                None => "another session".to_string(),
+            };
+            return Err(fail(format!(
+                "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
+            )));
+        }
+        Ok(Held {
+            what: Holding::Session {
+                _client: Mutex::new(client),
+            },
+        })
+    })
+}
