@@ -370,9 +370,9 @@ fn sigkill_leaves_a_consistent_postgres_schema() {
     for seed in 1..=PG_SEEDS {
         let schema = fresh_schema("sigkill", seed);
         let mut rng = StdRng::seed_from_u64(seed);
-        // ~380 intents take 2-6 s on PostgreSQL here (a round trip per statement).
-        let after = Duration::from_millis(rng.random_range(100..3000));
-        let child = simulate(seed, "0.002", &[&with_schema(&url, &schema)]);
+        // ~1,900 intents take a few seconds on PostgreSQL here (a round trip per statement).
+        let after = Duration::from_millis(rng.random_range(50..1500));
+        let child = simulate(seed, "0.01", &[&with_schema(&url, &schema)]);
         // As for SQLite: even seeds wait for a committed label before their random moment.
         let start = Instant::now();
         let (ending, out) = signal_when(child, Signal::SIGKILL, || {
