@@ -170,7 +170,7 @@ mod tests {
         ] {
             assert!(parse(bad).is_err(), "{bad}");
         }
-        assert_eq!(ms(parse("100y").unwrap_or(Duration::ZERO)) >= 0, true);
+        assert!(parse("100y").is_ok(), "the limit itself is accepted");
     }
 
     #[test]

@@ -788,7 +788,7 @@ impl Knob {
                 words
                     .iter()
                     .find(|w| **w == norm)
-                    .map(|w| Value::Choice(*w))
+                    .map(|w| Value::Choice(w))
                     .ok_or_else(|| unreadable(format!("`{t}` is not one of {}", words.join(", "))))
             }
             Kind::Path => match raw {

@@ -441,7 +441,7 @@ impl Settings {
     pub fn carrier_config(&self) -> CarrierConfig {
         let c = &self.carrier;
         CarrierConfig {
-            latency: c.latency.clone(),
+            latency: c.latency,
             window_ms: c.window_ms,
             price_cents: (c.price_usd * 100.0).round() as i64,
             hang_fraction: c.hang_fraction,

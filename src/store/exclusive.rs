@@ -33,9 +33,10 @@ enum Holding {
         path: PathBuf,
         _file: File,
     },
-    /// The session that holds the advisory lock; closing it releases the lock.
+    /// The session that holds the advisory lock; closing it releases the lock. Boxed: a client
+    /// is far larger than the file variant.
     Session {
-        _client: Mutex<postgres::Client>,
+        _client: Box<Mutex<postgres::Client>>,
     },
 }
 
@@ -239,7 +240,7 @@ pub fn hold_pg_schema(
         }
         Ok(Held {
             what: Holding::Session {
-                _client: Mutex::new(client),
+                _client: Box::new(Mutex::new(client)),
             },
         })
     })
