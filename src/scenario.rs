@@ -319,6 +319,9 @@ pub struct TrafficSection {
     /// Independent replicates, pooled into the intervals.
     pub replicates: u32,
     pub timeout_fraction: f64,
+    /// Calls the network loses; default: calibrated from `timeout_fraction` at the seed's
+    /// latencies (see `SimConfig::network_loss`).
+    pub network_loss: Option<f64>,
     pub done_fraction: f64,
     pub key_policy: KeyPolicy,
     /// Callers (tenants) sharing order numbering.
@@ -354,6 +357,7 @@ impl Default for TrafficSection {
             target: d.target_ordinary,
             replicates: 1,
             timeout_fraction: d.timeout_fraction,
+            network_loss: d.network_loss_fraction,
             done_fraction: d.done_fraction,
             key_policy: d.key_policy,
             callers: d.callers,
@@ -734,6 +738,8 @@ impl TrafficSection {
             target_ordinary: self.target,
             timeout_boost: None,
             timeout_fraction: self.timeout_fraction,
+            network_loss_fraction: self.network_loss,
+            network_ms: SimConfig::default().network_ms,
             done_fraction: self.done_fraction,
             key_policy: self.key_policy,
             deadline_ms: ms(self.deadline),
@@ -773,6 +779,7 @@ impl TrafficSection {
             ("timeout_fraction", self.timeout_fraction),
             ("done_fraction", self.done_fraction),
             ("crash_rate", self.crash_rate),
+            ("network_loss", self.network_loss.unwrap_or(0.0)),
         ] {
             if !fraction(v) {
                 return fail(field, format!("{v} is not a fraction between 0 and 1"));

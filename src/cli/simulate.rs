@@ -48,9 +48,15 @@ pub struct SimulateArgs {
     /// Seed for every random choice; the same seed and inputs give the same JSON.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
-    /// Fraction of calls that time out (seed: 0.001).
+    /// Fraction of calls that time out at the default latencies (seed: 0.001). It sets the
+    /// network-loss default; timeouts come from the 250 ms deadline against the network and
+    /// carrier latencies, so a slower carrier adds its own.
     #[arg(long, default_value_t = 0.001)]
     pub timeout_rate: f64,
+    /// Fraction of calls the network loses, request or reply (default: calibrated so that
+    /// --timeout-rate holds at the default latencies).
+    #[arg(long)]
+    pub network_loss: Option<f64>,
     /// Fraction of timed-out calls already done server-side (seed: 0.6).
     #[arg(long, default_value_t = 0.6)]
     pub done_fraction: f64,
@@ -169,6 +175,7 @@ impl SimulateArgs {
             arrival_s: self.duration.map(|x| x.as_secs_f64()),
             sample: self.sample,
             timeout_fraction: self.timeout_rate,
+            network_loss_fraction: self.network_loss,
             done_fraction: self.done_fraction,
             key_policy: self.key_policy.into(),
             sweep_period_s: self.sweep_period.as_secs_f64(),
@@ -477,11 +484,20 @@ pub fn render(r: &SimReport) -> String {
         "figure", "measured", "95% interval", "model"
     ));
     let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
+        // No event seen gives a one-sided bound, and an interval that could not be computed is
+        // said so (see the notes), never printed as a certain [0, 0].
+        let interval = if !f.ci95_low.is_finite() || !f.ci95_high.is_finite() {
+            "no interval (see notes)".to_string()
+        } else if f.estimate == 0.0 && f.ci95_high > 0.0 {
+            format!("≤ {} (95 %)", fmt(f.ci95_high))
+        } else {
+            format!("{} – {}", fmt(f.ci95_low), fmt(f.ci95_high))
+        };
         format!(
             "{:<32} {:>14} {:>27} {:>14}\n",
             name,
             fmt(f.estimate),
-            format!("{} – {}", fmt(f.ci95_low), fmt(f.ci95_high)),
+            interval,
             fmt(f.analytic)
         )
     };
@@ -545,6 +561,15 @@ pub fn render(r: &SimReport) -> String {
             "takeovers while the owner runs",
             d.takeovers_while_running_per_day,
         ),
+        ("takeovers of an expired lease", d.takeovers_per_day),
+        (
+            "labels without a completed key",
+            d.labels_without_completed_key_per_day,
+        ),
+        (
+            "completed keys without a label",
+            d.completed_keys_without_label_per_day,
+        ),
     ] {
         out.push_str(&format!("  {name:<34} {v:>12.1}\n"));
     }
@@ -559,6 +584,12 @@ pub fn render(r: &SimReport) -> String {
             o.replayed,
             human_count(o.per_day)
         ));
+    }
+    for note in &r.notes {
+        out.push_str(&format!("\nnote: {note}"));
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
     }
     let inv = &r.invariants;
     out.push_str(&format!(
