@@ -10,9 +10,34 @@ use rand::distr::Distribution as _;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
 use serde::{Deserialize, Serialize};
-use statrs::distribution::LogNormal;
+use sha2::{Digest as _, Sha256};
+use statrs::distribution::{ContinuousCDF as _, LogNormal};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
+
+/// The carrier's own limit on an idempotency key, as Stripe's: 255 characters. A longer key is
+/// refused, never truncated, since truncation would merge two keys that share a prefix.
+pub const MAX_KEY_BYTES: usize = 255;
+
+/// The key the label service sends the carrier for `(caller_id, idem_key)`.
+///
+/// The seed derives `'carrier:' || key`; our keys are scoped per caller and the carrier sees us
+/// as one client, so the caller must be part of it, and the join must be unambiguous: keys with
+/// `:` are normal (the seed's own `label:918273:1:v1`), so a plain `caller:key` would make
+/// caller `acme` with key `eu:order-1` and caller `acme:eu` with key `order-1` one carrier key.
+/// The caller is therefore length-prefixed (`carrier:4:acme:eu:order-1` against
+/// `carrier:7:acme:eu:order-1`), which decodes one way only. When that does not fit the carrier's
+/// 255-byte limit (a 255-byte key already does not), the same text is hashed instead:
+/// `carrier:sha256:` and 64 hex digits, 79 bytes. The two forms cannot meet: the readable one has
+/// a digit after `carrier:`, the hashed one an `s`.
+pub fn carrier_key(caller_id: &str, idem_key: &str) -> String {
+    let readable = format!("carrier:{}:{caller_id}:{idem_key}", caller_id.len());
+    if readable.len() <= MAX_KEY_BYTES {
+        return readable;
+    }
+    let digest = Sha256::digest(readable.as_bytes());
+    format!("carrier:sha256:{}", hex::encode(digest))
+}
 
 /// The carrier services, each with the tracking-number prefix the seed's `GRD000918273` shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -57,6 +82,49 @@ pub enum Latency {
     },
 }
 
+impl Latency {
+    /// The log-normal's (μ, σ) of ln(latency in ms); `None` for a fixed latency.
+    fn log_normal(&self) -> Option<(f64, f64)> {
+        match *self {
+            Latency::Fixed { .. } => None,
+            Latency::LogNormal { median_ms, p99_ms } => {
+                // p99 of a log-normal is median · exp(2.326 σ).
+                let sigma = ((p99_ms / median_ms).ln() / 2.326_347_874).max(1e-9);
+                Some((median_ms.max(1e-3).ln(), sigma))
+            }
+        }
+    }
+
+    /// Probability that one call's latency, rounded to whole milliseconds as the carrier
+    /// rounds it, is above `ms`.
+    pub fn p_above_ms(&self, ms: Millis) -> f64 {
+        match *self {
+            Latency::Fixed { ms: fixed } => f64::from(u8::from(fixed > ms)),
+            Latency::LogNormal { .. } => {
+                let (mu, sigma) = self.log_normal().expect("log-normal");
+                LogNormal::new(mu, sigma)
+                    .map(|d| 1.0 - d.cdf(ms as f64 + 0.5))
+                    .unwrap_or(0.0)
+            }
+        }
+    }
+
+    /// The latency at quantile `p`, rounded to whole milliseconds: inverse-CDF sampling, so a
+    /// caller can draw from the part of the distribution below or above a threshold (the
+    /// simulator stratifies on "this call will outlast the client's deadline").
+    pub fn quantile_ms(&self, p: f64) -> Millis {
+        match *self {
+            Latency::Fixed { ms } => ms,
+            Latency::LogNormal { .. } => {
+                let (mu, sigma) = self.log_normal().expect("log-normal");
+                LogNormal::new(mu, sigma)
+                    .map(|d| d.inverse_cdf(p.clamp(1e-15, 1.0 - 1e-15)).round() as Millis)
+                    .unwrap_or(0)
+            }
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct CarrierConfig {
@@ -78,10 +146,8 @@ pub struct CarrierConfig {
 impl Default for CarrierConfig {
     fn default() -> Self {
         Self {
-            latency: Latency::LogNormal {
-                median_ms: 40.0,
-                p99_ms: 200.0,
-            },
+            // The latencies the seed's 0.1 % timeout rate is calibrated against.
+            latency: crate::sim::replay::SEED_CARRIER_LATENCY,
             hang_fraction: 0.0,
             hang_ms: 60_000,
             error_fraction: 0.0,
@@ -124,6 +190,9 @@ pub struct CarrierReply {
     pub result: CarrierResult,
     /// How long the answer takes to come back; the caller compares it with its timeout.
     pub latency_ms: Millis,
+    /// The carrier hung after buying (`hang_fraction`): a driver that sets the latency itself
+    /// must keep this one.
+    pub hung: bool,
 }
 
 /// One billed purchase.
@@ -172,14 +241,10 @@ struct State {
 
 impl Carrier {
     pub fn new(config: CarrierConfig) -> Self {
-        let latency = match config.latency {
-            Latency::Fixed { .. } => None,
-            Latency::LogNormal { median_ms, p99_ms } => {
-                // p99 of a log-normal is median · exp(2.326 σ).
-                let sigma = ((p99_ms / median_ms).ln() / 2.326_347_874).max(1e-9);
-                LogNormal::new(median_ms.max(1e-3).ln(), sigma).ok()
-            }
-        };
+        let latency = config
+            .latency
+            .log_normal()
+            .and_then(|(mu, sigma)| LogNormal::new(mu, sigma).ok());
         let rng = StdRng::seed_from_u64(config.seed);
         Self {
             config,
@@ -243,6 +308,17 @@ impl Carrier {
                     reason: "carrier_unavailable".into(),
                 },
                 latency_ms: base_latency,
+                hung: false,
+            };
+        }
+        if p.key.is_some_and(|k| k.len() > MAX_KEY_BYTES) {
+            s.stats.refusals += 1;
+            return CarrierReply {
+                result: CarrierResult::Refused {
+                    reason: "idempotency_key_too_long".into(),
+                },
+                latency_ms: base_latency,
+                hung: false,
             };
         }
         let hung = roll < self.config.error_fraction + self.config.hang_fraction;
@@ -262,6 +338,7 @@ impl Carrier {
                     replayed: true,
                 },
                 latency_ms,
+                hung,
             };
         }
         let label = s.sell(p, now_ms, self.config.price_cents);
@@ -276,6 +353,7 @@ impl Carrier {
                 replayed: false,
             },
             latency_ms,
+            hung,
         }
     }
 
@@ -345,5 +423,71 @@ impl State {
             });
         }
         label
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 11, defect 8: `carrier:` + caller + `:` + key made caller `acme` with key
+    /// `eu:order-1` and caller `acme:eu` with key `order-1` one carrier key.
+    #[test]
+    fn derived_carrier_key_is_unambiguous() {
+        assert_ne!(
+            carrier_key("acme", "eu:order-1"),
+            carrier_key("acme:eu", "order-1")
+        );
+        assert_ne!(carrier_key("a", "b:c"), carrier_key("a:b", "c"));
+        assert_eq!(
+            carrier_key("fulfilment", "label:918273:1:v1"),
+            "carrier:10:fulfilment:label:918273:1:v1"
+        );
+        // A 255-byte key (the most the label service accepts) still fits the carrier's limit,
+        // and two such keys that differ only in their last byte stay two carrier keys.
+        let long_a = format!("{}a", "k".repeat(254));
+        let long_b = format!("{}b", "k".repeat(254));
+        let (a, b) = (carrier_key("acme", &long_a), carrier_key("acme", &long_b));
+        assert!(a.len() <= MAX_KEY_BYTES && b.len() <= MAX_KEY_BYTES, "{a}");
+        assert_ne!(a, b);
+        assert!(a.starts_with("carrier:sha256:"));
+        assert!(carrier_key(&"c".repeat(300), "k").len() <= MAX_KEY_BYTES);
+    }
+
+    #[test]
+    fn the_carrier_refuses_a_key_over_its_limit() {
+        let carrier = Carrier::new(CarrierConfig::default());
+        let key = "k".repeat(MAX_KEY_BYTES + 1);
+        let reply = carrier.purchase(
+            &Purchase {
+                key: Some(&key),
+                order_id: 1,
+                parcel_no: 1,
+                label_version: 1,
+                service: Service::Ground,
+                weight_g: 1450.0,
+            },
+            0,
+        );
+        assert!(matches!(reply.result, CarrierResult::Refused { .. }));
+        assert_eq!(carrier.stats().purchases, 0);
+    }
+
+    #[test]
+    fn latency_tail_matches_its_quantiles() {
+        let l = Latency::LogNormal {
+            median_ms: 30.0,
+            p99_ms: 100.0,
+        };
+        // "Above 30 ms once rounded" is above 30.5 ms: a little under half, by
+        // Φ(ln(30.5/30) / σ) − ½ with σ = ln(100/30) / 2.326 = 0.5176, i.e. 0.0127.
+        assert!(
+            (l.p_above_ms(30) - 0.4873).abs() < 0.001,
+            "{}",
+            l.p_above_ms(30)
+        );
+        assert!((l.p_above_ms(100) - 0.01).abs() < 0.001);
+        assert_eq!(l.quantile_ms(0.5), 30);
+        assert_eq!(Latency::Fixed { ms: 300 }.p_above_ms(248), 1.0);
     }
 }

@@ -127,6 +127,24 @@ pub fn interval(low: f64, high: f64, fmt: impl Fn(f64) -> String) -> String {
     format!("{} – {}", fmt(low), fmt(high))
 }
 
+/// The 95 % interval of an estimate as people should read it: no event seen is a one-sided
+/// bound, and an interval that could not be computed (infinite or NaN ends) says so, never a
+/// certain-looking `0 – 0`.
+pub fn estimate_interval(
+    estimate: f64,
+    low: f64,
+    high: f64,
+    fmt: impl Fn(f64) -> String,
+) -> String {
+    if !low.is_finite() || !high.is_finite() {
+        "no interval (see notes)".to_string()
+    } else if estimate == 0.0 && high > 0.0 {
+        format!("≤ {} (95 %)", fmt(high))
+    } else {
+        interval(low, high, fmt)
+    }
+}
+
 /// `value` to `digits` significant figures with trailing zeros dropped (`34.560` → `34.56`).
 pub fn significant(value: f64, digits: u32) -> String {
     if value == 0.0 || !value.is_finite() {

@@ -149,6 +149,7 @@ fn completion_parts(a: &Attempt, now_ms: Millis) -> (LabelRow, String, Millis) {
         tracking_no: "GRD000918273".into(),
         cost_cents: 600,
         created_by_key: a.idem_key.clone(),
+        caller_id: a.caller_id.clone(),
     };
     let body = format!(
         r#"{{"cost_cents":600,"label_id":"L-hand","label_version":{},"order_id":{},"parcel_no":{},"tracking_no":"GRD000918273"}}"#,

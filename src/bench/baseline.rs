@@ -32,8 +32,8 @@ const COMPLETE_KEY: &str = "UPDATE idempotency_keys
                         response_status = ?3, response_body = ?4, expires_at = ?5
                   WHERE caller_id = ?1 AND idem_key = ?2
                     AND state = 'started' AND lease_token = ?6";
-const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING";
+const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING";
 
 /// A side's writer connection: each transaction commits on its own, or joins a group commit.
 pub enum SqliteWriter {
@@ -177,7 +177,8 @@ impl Baseline {
                 1,
                 tracking_no(order_id),
                 COST_CENTS,
-                key
+                key,
+                CALLER
             ])?;
             Ok((Outcome::Created, End::Commit))
         })

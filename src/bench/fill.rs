@@ -148,8 +148,8 @@ impl Filler {
         let mut insert_label = tx
             .prepare(
                 "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no,
-                                     cost_cents, created_by_key)
-                 VALUES (?1, ?2, 1, 1, ?3, ?4, ?5)",
+                                     cost_cents, created_by_key, caller_id)
+                 VALUES (?1, ?2, 1, 1, ?3, ?4, ?5, ?6)",
             )
             .map_err(|e| self.err(e))?;
         for id in order_ids {
@@ -193,7 +193,14 @@ impl Filler {
                 .map_err(|e| self.err(e))?;
             if completed {
                 insert_label
-                    .execute(params![label_id, id, tracking_no(id), COST_CENTS, key])
+                    .execute(params![
+                        label_id,
+                        id,
+                        tracking_no(id),
+                        COST_CENTS,
+                        key,
+                        CALLER
+                    ])
                     .map_err(|e| self.err(e))?;
             }
         }

@@ -252,10 +252,17 @@ fn fill_chunk(
     if completed {
         tx.execute(
             "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no,
-                                 cost_cents, created_by_key)
-             SELECT l, o, 1, 1, t, $1, k
+                                 cost_cents, created_by_key, caller_id)
+             SELECT l, o, 1, 1, t, $1, k, $6
                FROM unnest($2::text[], $3::int8[], $4::text[], $5::text[]) AS u(l, o, t, k)",
-            &[&COST_CENTS, &label_ids, &order_ids, &trackings, &keys],
+            &[
+                &COST_CENTS,
+                &label_ids,
+                &order_ids,
+                &trackings,
+                &keys,
+                &CALLER,
+            ],
         )
         .map_err(|e| {
             StoreError::Corrupt(format!("fill: {}", crate::store::postgres::pg_message(&e)))
@@ -309,9 +316,9 @@ impl PgBaseline {
                         AND state = 'started' AND lease_token = $6",
                 )?,
                 insert_label: client.prepare(
-                    "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7)
-                     ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING",
+                    "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id)
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                     ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING",
                 )?,
             })
         })();
@@ -400,6 +407,7 @@ fn create(
             &tracking_no(order_id),
             &COST_CENTS,
             &key,
+            &CALLER,
         ],
     )?;
     tx.commit()?;
@@ -469,9 +477,9 @@ UPDATE idempotency_keys
        expires_at = now() + interval '24 h'
  WHERE caller_id = '{CALLER}' AND idem_key = concat_ws(chr(58), 'label', :id::int8, 1, 'v1')
    AND state = 'started' AND lease_token = :token::uuid;
-INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key)
-  VALUES ('P-' || :id::int8, :id::int8, 1, 1, 'GRD' || :id::int8, {COST_CENTS}, concat_ws(chr(58), 'label', :id::int8, 1, 'v1'))
-  ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING;
+INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id)
+  VALUES ('P-' || :id::int8, :id::int8, 1, 1, 'GRD' || :id::int8, {COST_CENTS}, concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '{CALLER}')
+  ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING;
 COMMIT;
 ",
         zeros = "00".repeat(32)

@@ -166,7 +166,7 @@ fn write_report(settings: &Settings, path: &Path, reports: &[SimReport]) -> anyh
 
 /// The human summary: each figure with its interval and the model's value beside it.
 pub fn render(r: &SimReport) -> String {
-    use crate::format::{human_bytes, human_count, interval, per_day, usd};
+    use crate::format::{estimate_interval, human_bytes, human_count, per_day, usd};
     // An interrupted run says how much simulated time its figures actually cover.
     let covered = if r.interrupted {
         format!(
@@ -206,7 +206,7 @@ pub fn render(r: &SimReport) -> String {
             "{:<32} {:>14} {:>27} {:>14}\n",
             name,
             fmt(f.estimate),
-            interval(f.ci95_low, f.ci95_high, fmt),
+            estimate_interval(f.estimate, f.ci95_low, f.ci95_high, fmt),
             fmt(f.analytic)
         )
     };
@@ -263,6 +263,15 @@ pub fn render(r: &SimReport) -> String {
             "takeovers while the owner runs",
             d.takeovers_while_running_per_day,
         ),
+        ("takeovers of an expired lease", d.takeovers_per_day),
+        (
+            "labels without a completed key",
+            d.labels_without_completed_key_per_day,
+        ),
+        (
+            "completed keys without a label",
+            d.completed_keys_without_label_per_day,
+        ),
     ] {
         out.push_str(&format!("  {name:<34} {v:>12.1}\n"));
     }
@@ -277,6 +286,12 @@ pub fn render(r: &SimReport) -> String {
             o.replayed,
             human_count(o.per_day)
         ));
+    }
+    for note in &r.notes {
+        out.push_str(&format!("\nnote: {note}"));
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
     }
     let inv = &r.invariants;
     out.push_str(&format!(

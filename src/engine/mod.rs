@@ -377,10 +377,10 @@ impl Engine {
 
     /// The carrier call, with no transaction open and no row lock held.
     pub fn call_carrier(&self, a: &Attempt) -> CarrierReply {
-        // The seed derives `'carrier:' || key`; the caller column is added because our keys are
-        // scoped per caller and the carrier sees us as one client: two callers' equal keys must
-        // not become one carrier key (with global scoping the column is `*` and they do).
-        let derived = format!("carrier:{}:{}", a.caller_id, a.idem_key);
+        // The seed's `'carrier:' || key`, with the caller column joined unambiguously (see
+        // `carrier_key`); with global scoping the column is `*` and equal keys meet, as they do
+        // in our store.
+        let derived = crate::carrier::carrier_key(&a.caller_id, &a.idem_key);
         let key = match self.config.carrier_key {
             CarrierKey::Derived => Some(derived.as_str()),
             CarrierKey::None => None,
@@ -432,6 +432,7 @@ impl Engine {
                     tracking_no: label.tracking_no.clone(),
                     cost_cents: label.cost_cents,
                     created_by_key: a.idem_key.clone(),
+                    caller_id: a.caller_id.clone(),
                 };
                 (201, label_body(&row), Some(row))
             }

@@ -30,6 +30,10 @@ pub struct Send {
     pub lose_request: bool,
     /// The server runs the request but the reply never reaches the caller.
     pub lose_reply: bool,
+    /// The client's deadline: a reply later than this after sending is never heard, and the
+    /// client learns of the silence at that instant ([`Observed::TimedOut`]). `None` (scripted
+    /// timelines) waits for the reply however late.
+    pub deadline_ms: Option<Millis>,
 }
 
 impl Send {
@@ -44,6 +48,7 @@ impl Send {
             die: None,
             lose_request: false,
             lose_reply: false,
+            deadline_ms: None,
         }
     }
 }
@@ -84,6 +89,13 @@ pub enum Observed {
         at_ms: Millis,
         response: Response,
     },
+    /// The client's deadline passed with no reply: lost on the way, killed, or just slow (the
+    /// server may still be running it; its reply, if any, will not be heard).
+    TimedOut {
+        id: u64,
+        sent_ms: Millis,
+        at_ms: Millis,
+    },
     Swept {
         at_ms: Millis,
         /// (caller column, key) of each purged record.
@@ -96,6 +108,7 @@ enum Event {
     CallCarrier(u64),
     Finish(u64),
     Reply(u64, Response),
+    Deadline(u64),
     Sweep { batch: u32, max_batches: u32 },
 }
 
@@ -114,6 +127,8 @@ pub struct Flow {
     events: HashMap<u64, (Millis, Event)>,
     seq: u64,
     inflight: HashMap<u64, InFlight>,
+    /// Clients still listening, with when they sent: only requests with a deadline.
+    waiting: HashMap<u64, Millis>,
 }
 
 impl Flow {
@@ -125,6 +140,7 @@ impl Flow {
             events: HashMap::new(),
             seq: 0,
             inflight: HashMap::new(),
+            waiting: HashMap::new(),
         }
     }
 
@@ -147,6 +163,11 @@ impl Flow {
         let id = send.id;
         let arrive = at_ms + send.network_ms;
         let lost = send.lose_request;
+        if let Some(deadline) = send.deadline_ms {
+            self.waiting.insert(id, at_ms);
+            // A reply at exactly the deadline is in time; the silence is known just after.
+            self.push(at_ms + deadline + 1, Event::Deadline(id));
+        }
         self.inflight.insert(
             id,
             InFlight {
@@ -193,12 +214,21 @@ impl Flow {
             Event::Finish(id) => self.finish(id, at_ms, out)?,
             Event::Reply(id, response) => {
                 if let Some(f) = self.inflight.remove(&id) {
-                    out.push(Observed::Replied {
-                        id,
-                        sent_ms: f.sent_ms,
-                        at_ms,
-                        response,
-                    });
+                    let listening =
+                        f.send.deadline_ms.is_none() || self.waiting.remove(&id).is_some();
+                    if listening {
+                        out.push(Observed::Replied {
+                            id,
+                            sent_ms: f.sent_ms,
+                            at_ms,
+                            response,
+                        });
+                    }
+                }
+            }
+            Event::Deadline(id) => {
+                if let Some(sent_ms) = self.waiting.remove(&id) {
+                    out.push(Observed::TimedOut { id, sent_ms, at_ms });
                 }
             }
             Event::Sweep { batch, max_batches } => {
@@ -273,7 +303,10 @@ impl Flow {
             return;
         };
         let mut reply = self.engine.call_carrier(attempt);
-        if let Some(ms) = f.send.carrier_latency_ms {
+        // A hung call keeps its hang: the override stands for the carrier's ordinary latency.
+        if let Some(ms) = f.send.carrier_latency_ms
+            && !reply.hung
+        {
             reply.latency_ms = ms;
         }
         // The caller stops listening at its timeout; a later answer is never seen.

@@ -1,22 +1,26 @@
 //! Synthetic traffic replayed against the real engine on a virtual clock (`idemcalc simulate`).
 //!
 //! # What is simulated
-//! Intents (one label for one parcel) arrive as a Poisson process. Each client sends attempt 1
-//! with a 250 ms deadline. A fraction `timeout_fraction` of first attempts time out: with
-//! probability `done_fraction` the server ran it and the reply was lost, otherwise the request
-//! was lost. The client's retry arrives after a delay drawn from the late-retry distribution
-//! (time since the first attempt); a retry answered 409 or 503 is retried with exponential
-//! backoff and full jitter, up to `max_attempts` attempts in all. The sweeper runs every
-//! `sweep_period_s` in batches. Every request goes through the engine's real transactions on a
-//! real store.
+//! Intents (one label for one parcel) arrive as a Poisson process, each from one of `callers`
+//! tenants that number their orders alike. Every attempt carries the client's 250 ms deadline: a
+//! reply later than that is never heard, so timeouts come from the latencies (1 ms of network
+//! each way and the carrier's log-normal latency) and from the network losing a request or its
+//! reply (`network_loss`, an input; of the losses, a share `done_fraction` lose the reply after
+//! the server ran it). A client that heard nothing retries after a delay drawn from the
+//! late-retry distribution (time since the first attempt); a retry answered 409 or 503 is
+//! retried with exponential backoff and full jitter, up to `max_attempts` attempts in all. The
+//! sweeper runs every `sweep_period_s` in batches. Every request goes through the engine's real
+//! transactions on a real store.
 //!
 //! # Scaling: a stratified, importance-sampled replay
 //! Three days at 400/s is over 100 M records; replaying them all would take hours. Two strata:
 //!
 //! * ordinary intents (no timeout) are replayed with probability `s_o` (`--sample`), each
 //!   standing for `1/s_o` intents. They determine the store's size.
-//! * timed-out intents, rare (0.1 %) but the only source of late arrivals and duplicates, are
-//!   replayed with probability `s_t = min(1, s_o · boost)`, each standing for `1/s_t`.
+//! * timed-out intents (their first attempt is lost, or its carrier latency outlasts the
+//!   deadline: drawn from the upper part of the latency distribution), rare (0.1 %) but the
+//!   main source of late arrivals and duplicates, are replayed with probability
+//!   `s_t = min(1, s_o · boost)`, each standing for `1/s_t`.
 //!   Their retry delay is drawn from a mixture that puts half the draws in the tail beyond
 //!   `tail_from_s` (the part that outlives retention); each draw then carries the likelihood
 //!   ratio `f(d)/g(d)` as an extra weight, which keeps every estimator unbiased.
@@ -24,16 +28,22 @@
 //! A figure that counts events (late arrivals, duplicates) is estimated as `Σ wᵢ / days` over
 //! the replayed events, with variance `Σ wᵢ² / days²` (the events are independent draws);
 //! the 95 % interval is the normal one on that variance, or Garwood's exact Poisson interval
-//! when all weights are equal and the count is small. The store's size is the weighted count of
-//! live records, `n_o/s_o + n_t/s_t`, averaged over the steady window (after one retention has
-//! passed), with a Poisson interval on the count. With `--sample 1` both strata are replayed in
-//! full and the delay is drawn without tilting: a full-fidelity run.
+//! when all weights are equal and the count is small; with no event at all, a one-sided bound.
+//! The store's size is the weighted count of live records, `n_o/s_o + n_t/s_t`, averaged over
+//! the steady window (after one retention has passed). Its variance is that of a time average
+//! of an M/G/∞ count: the replayed records of each stratum are Poisson at any instant, and two
+//! instants `h` apart share the records that live through both, a fraction `(1 - h/L)⁺` for a
+//! record life `L` (retention plus the sweeper's mean lag). With `--sample 1` both strata are
+//! replayed in full and the delay is drawn without tilting: a full-fidelity run, the ground
+//! truth the sampled estimator is checked against (`tests/sim.rs`, `examples/coverage.rs`).
 
 use super::flow::{Flow, Observed, Send};
 use crate::carrier::CarrierResult;
-use crate::carrier::{Carrier, CarrierConfig};
+use crate::carrier::{Carrier, CarrierConfig, Latency};
 use crate::clock::{Millis, VirtualClock};
-use crate::engine::{DiePoint, Engine, EngineConfig, EngineError, Outcome, Request};
+use crate::engine::{
+    DiePoint, Engine, EngineConfig, EngineError, Outcome, RecordPlacement, Request,
+};
 use crate::model::{ModelParams, estimate};
 use crate::store::{Store, StoreError};
 use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
@@ -41,7 +51,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
 use serde::{Deserialize, Serialize};
 use statrs::distribution::{ChiSquared, ContinuousCDF, StudentsT};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
@@ -74,7 +84,18 @@ pub struct SimConfig {
     pub target_ordinary: f64,
     /// How much more often timed-out intents are replayed than ordinary ones.
     pub timeout_boost: Option<f64>,
+    /// Calls that time out at the seed's latencies ([`SEED_CARRIER_LATENCY`], 1 ms of network
+    /// each way, a 250 ms deadline): the seed's 0.1 %. It sets the network-loss default (see
+    /// [`SimConfig::network_loss`]); the timeouts themselves come from the latencies and the
+    /// losses, so a slower carrier adds its own.
     pub timeout_fraction: f64,
+    /// Fraction of calls the network loses (the request, or its reply); `None` calibrates it
+    /// from `timeout_fraction`.
+    pub network_loss_fraction: Option<f64>,
+    /// One-way network delay between the client and the label service.
+    pub network_ms: Millis,
+    /// Of the calls the network loses, the share whose reply (not request) was lost, so the
+    /// server had already run them.
     pub done_fraction: f64,
     pub key_policy: KeyPolicy,
     /// The client's deadline for one attempt.
@@ -108,9 +129,11 @@ impl Default for SimConfig {
             target_ordinary: 40_000.0,
             timeout_boost: None,
             timeout_fraction: 0.001,
+            network_loss_fraction: None,
+            network_ms: SEED_NETWORK_MS,
             done_fraction: 0.6,
             key_policy: KeyPolicy::Derived,
-            deadline_ms: 250,
+            deadline_ms: SEED_DEADLINE_MS,
             max_attempts: 4,
             backoff_base_ms: 100,
             backoff_cap_ms: 5_000,
@@ -120,11 +143,31 @@ impl Default for SimConfig {
             crash_point: DiePoint::AfterCarrier,
             callers: 1,
             engine,
-            carrier: CarrierConfig::default(),
+            carrier: CarrierConfig {
+                latency: SEED_CARRIER_LATENCY,
+                ..CarrierConfig::default()
+            },
             seed: 1,
             series_points: 240,
         }
     }
+}
+
+/// The carrier latency `timeout_fraction` is calibrated against: `simulate`'s defaults, 30 ms
+/// median and 100 ms p99 (log-normal).
+pub const SEED_CARRIER_LATENCY: Latency = Latency::LogNormal {
+    median_ms: 30.0,
+    p99_ms: 100.0,
+};
+/// The seed's client deadline for one call.
+pub const SEED_DEADLINE_MS: Millis = 250;
+/// One-way network delay between the client and the label service.
+pub const SEED_NETWORK_MS: Millis = 1;
+
+/// Share of calls that outlast `deadline_ms` on latency alone: the carrier's latency (rounded to
+/// whole ms) above what the deadline leaves after the network's two legs.
+pub fn p_slow(latency: &Latency, deadline_ms: Millis, network_ms: Millis) -> f64 {
+    latency.p_above_ms(deadline_ms - 2 * network_ms)
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -157,6 +200,49 @@ impl SimConfig {
             .unwrap_or_else(|| self.retention_s() + (self.retention_s() / 2.0).max(6.0 * 3600.0))
     }
 
+    /// The fraction of calls the network loses, request or reply.
+    ///
+    /// By default it is calibrated so that, at the seed's latencies, timeouts total
+    /// `timeout_fraction`: the deadline leaves the carrier 250 − 2 × 1 = 248 ms; the seed's
+    /// carrier is log-normal with median 30 ms and p99 100 ms, so σ = ln(100/30) / 2.326 =
+    /// 0.5176, and a call outlasts the deadline when its latency rounds above 248 ms:
+    /// P = 1 − Φ(ln(248.5/30) / 0.5176) = 1 − Φ(4.087) ≈ 2.2 × 10⁻⁵. The network then loses
+    /// 0.001 − 0.000022 ≈ 0.000978 of calls, and 0.000978 + (1 − 0.000978) × 0.000022 = 0.1 %
+    /// time out in all. The same loss with a slower carrier gives more timeouts: that is the
+    /// point of deriving them.
+    pub fn network_loss(&self) -> f64 {
+        self.network_loss_fraction.unwrap_or_else(|| {
+            let seed_slow = p_slow(&SEED_CARRIER_LATENCY, SEED_DEADLINE_MS, SEED_NETWORK_MS);
+            ((self.timeout_fraction - seed_slow) / (1.0 - seed_slow)).max(0.0)
+        })
+    }
+
+    /// Share of calls whose carrier latency alone outlasts the client's deadline.
+    pub fn p_slow(&self) -> f64 {
+        p_slow(&self.carrier.latency, self.deadline_ms, self.network_ms)
+    }
+
+    /// Share of first attempts that time out: lost by the network, or too slow. This is the
+    /// timed-out stratum; hung carrier calls come on top ([`Self::expected_timeout_fraction`]).
+    pub fn p_first_timeout(&self) -> f64 {
+        let loss = self.network_loss();
+        loss + (1.0 - loss) * self.p_slow()
+    }
+
+    /// Share of first attempts that go wrong: time out, or are killed (`crash_fraction`). This
+    /// is the boosted stratum: a crash, like a timeout, is rare and is where late retries and
+    /// duplicates come from, so it is replayed as often as timeouts are.
+    pub fn p_first_bad(&self) -> f64 {
+        let p = self.p_first_timeout();
+        p + (1.0 - p) * self.crash_fraction
+    }
+
+    /// The share of calls expected to time out, for the model beside the simulation.
+    pub fn expected_timeout_fraction(&self) -> f64 {
+        let p = self.p_first_timeout();
+        p + (1.0 - p) * self.carrier.hang_fraction
+    }
+
     /// The ordinary sample fraction and the timed-out one.
     pub fn fractions(&self) -> (f64, f64) {
         let intents = self.rate_per_s * self.arrival_s();
@@ -166,9 +252,29 @@ impl SimConfig {
         let boost = self.timeout_boost.unwrap_or_else(|| {
             // Aim for as many timed-out intents as ordinary ones, the rarer stratum then being
             // as well measured as the common one.
-            (1.0 / self.timeout_fraction.max(1e-9)).min(1.0 / s_o)
+            (1.0 / self.p_first_bad().max(1e-9)).min(1.0 / s_o)
         });
         (s_o, (s_o * boost).min(1.0))
+    }
+
+    /// The small world of the ground-truth check (`tests/sim.rs`, `examples/coverage.rs`): cheap
+    /// to replay at full fidelity (1 intent/s for 2 h), with every figure the check covers
+    /// firing often enough to be measured: 2 % network loss, a 5 min retention and carrier
+    /// window, 1 % of attempts killed after the carrier call.
+    pub fn coverage_world() -> Self {
+        let mut c = SimConfig {
+            rate_per_s: 1.0,
+            arrival_s: Some(2.0 * 3600.0),
+            sample: Some(1.0),
+            network_loss_fraction: Some(0.02),
+            crash_fraction: 0.01,
+            sweep_period_s: 10.0,
+            series_points: 60,
+            ..SimConfig::default()
+        };
+        c.engine.retention_ms = 300_000;
+        c.carrier.window_ms = 300_000;
+        c
     }
 
     /// Refuses impossible parameters before any work starts, naming the parameter.
@@ -184,6 +290,23 @@ impl SimConfig {
             return Err(invalid(
                 "--timeout-fraction",
                 "must be a fraction between 0 and 1",
+            ));
+        }
+        if let Some(l) = self.network_loss_fraction
+            && !frac(l)
+        {
+            return Err(invalid(
+                "--network-loss",
+                "must be a fraction between 0 and 1",
+            ));
+        }
+        if self.network_ms < 0 || self.deadline_ms <= 2 * self.network_ms {
+            return Err(invalid(
+                "--deadline",
+                format!(
+                    "{} ms leaves no time after the network's two legs of {} ms",
+                    self.deadline_ms, self.network_ms
+                ),
             ));
         }
         if !frac(self.done_fraction) {
@@ -244,6 +367,9 @@ pub struct Tally {
     pub w2: f64,
 }
 
+/// The one-sided 95 % upper bound on a Poisson mean when no event was seen: −ln 0.05.
+const ZERO_EVENTS_BOUND: f64 = 2.995_732_274;
+
 impl Tally {
     fn add(&mut self, w: f64) {
         self.n += 1;
@@ -257,13 +383,13 @@ impl Tally {
         self.w2 += o.w2;
     }
 
-    /// Rate per day over `days`, with a 95 % interval.
-    pub fn per_day(&self, days: f64, analytic: f64) -> Figure {
+    /// Rate per day over `days`, with a 95 % interval. `unit_w` is the largest weight one
+    /// replayed event of this kind can carry: with no event seen, the interval is the one-sided
+    /// bound of about 3 such events, never a certain [0, 0].
+    pub fn per_day(&self, days: f64, analytic: f64, unit_w: f64) -> Figure {
         let est = self.w / days;
         let (lo, hi) = if self.n == 0 {
-            // No event seen: the exact upper bound for a zero count, at the mean weight of the
-            // stratum that produces such events is unknown; report [0, 0].
-            (0.0, 0.0)
+            (0.0, ZERO_EVENTS_BOUND * unit_w / days)
         } else if self.n < 30
             && (self.w2 * self.n as f64 - self.w * self.w).abs() < 1e-6 * self.w * self.w
         {
@@ -324,14 +450,26 @@ pub struct OutcomeRow {
 pub struct Detection {
     /// Parcels the carrier sold more than one label for.
     pub parcels_with_two_labels_per_day: f64,
-    /// Requests whose key the sweeper had purged (from the Bloom filter of purged keys).
+    /// Requests that claimed a key the sweeper had purged. The engine flags them from a Bloom
+    /// filter (the operator's cheap view, with false positives); this figure counts only the
+    /// claims whose key is in the exact set of keys purged in the replay.
     pub purged_key_requests_per_day: f64,
+    /// What the engine's Bloom filter flagged: the operator's alert, false positives included.
+    pub purged_key_bloom_flags_per_day: f64,
     /// Replays handed to a caller other than the one whose request created the record.
     pub cross_caller_replays_per_day: f64,
     /// Carrier invoice lines with no label row behind them.
     pub invoice_lines_without_label_per_day: f64,
     /// Takeovers while the attempt that held the lease was still running.
     pub takeovers_while_running_per_day: f64,
+    /// Every takeover of an expired lease (a dead attempt's, a timed-out carrier call's).
+    pub takeovers_per_day: f64,
+    /// Reconciliation: label rows committed while their key's completion was not (a crash
+    /// between the two writes when they are not one transaction).
+    pub labels_without_completed_key_per_day: f64,
+    /// Reconciliation: completed 201 records whose label row is missing, from the store's own
+    /// check at the end of the run, per day.
+    pub completed_keys_without_label_per_day: f64,
 }
 
 /// One replicate's raw tallies; replicates pool by adding them.
@@ -342,11 +480,16 @@ pub struct Tallies {
     pub duplicates: Tally,
     pub unlabelled: Tally,
     pub purged_key_requests: Tally,
+    /// Claims the engine's Bloom filter flagged as purged (false positives included).
+    pub purged_key_flags: Tally,
     pub cross_caller: Tally,
     pub takeovers_running: Tally,
+    pub takeovers: Tally,
     pub parcels_two_labels: Tally,
     pub invoice_without_label: Tally,
+    pub labels_without_completed_key: Tally,
     pub timed_out: Tally,
+    pub retries: Tally,
     pub outcomes: BTreeMap<(u16, Outcome, Option<String>), Tally>,
     /// Steady-state weighted store size: sum and count of the sampled points, and the mean raw
     /// count for the interval.
@@ -354,6 +497,14 @@ pub struct Tallies {
     pub steady_points: u64,
     /// Sum over the steady points of the replayed records per stratum (ordinary, timed out).
     pub steady_raw_sum: [f64; 2],
+    /// Spacing of the series points, for the variance of their average.
+    pub series_every_s: f64,
+    /// The store at the end of the arrivals, when there is no steady window to average.
+    pub end_keys: f64,
+    pub end_raw: [f64; 2],
+    /// Bytes per record measured at points of the steady window (or, failing one, of the
+    /// second half of the arrivals).
+    pub bytes_per_record_samples: Vec<f64>,
     pub bytes_per_record: f64,
     pub series: Vec<SeriesPoint>,
     pub simulated_s: f64,
@@ -380,17 +531,45 @@ struct Intent {
     key: Option<String>,
     /// How many intents this one stands for.
     weight: f64,
+    /// The same without the likelihood ratio of the tilted delay: what a first-attempt
+    /// timeout, which does not depend on the delay, stands for.
+    base_weight: f64,
     attempts: u32,
+    first_sent_ms: Millis,
     /// The attempt's retry delay from the late-retry distribution (timed-out intents).
     retry_delay_ms: Millis,
 }
 
-/// What is known about one request on the wire.
+/// How a first attempt goes, decided by its stratum; later attempts draw theirs.
+#[derive(Debug, Clone, Copy)]
+enum Fate {
+    /// The carrier answers within the deadline.
+    InTime,
+    /// The carrier's latency outlasts the deadline.
+    Slow,
+    /// The network loses the request (`ran` false) or the reply (`ran` true).
+    Lost { ran: bool },
+    /// In time, but the attempt is killed at the crash point.
+    Crash,
+    /// Whatever the carrier and the network do (retries).
+    Drawn,
+}
+
+/// What is known about one request on the wire, kept until both the client and the server are
+/// done with it (a slow attempt runs on after its client gave up).
 struct SendInfo {
     intent: u64,
     /// The record's identity in the store: scoped caller column + NUL + key.
     record: String,
+    caller: u32,
+    order_id: i64,
+    weight: f64,
+    attempt: u32,
+    first_sent_ms: Millis,
     claimed: bool,
+    bought_label: bool,
+    client_done: bool,
+    server_done: bool,
 }
 
 pub struct Progress<'a> {
@@ -426,6 +605,10 @@ fn hash64(text: &str) -> u64 {
     h.finish()
 }
 
+/// The first order number of every tenant: tenants number their orders alike, so with global
+/// keys their derived keys meet.
+const FIRST_ORDER_ID: i64 = 100_000_001;
+
 /// The simulation of one replicate: the driver, the clients' state and the tallies.
 struct Replay<'a> {
     cfg: &'a SimConfig,
@@ -434,6 +617,13 @@ struct Replay<'a> {
     rng: StdRng,
     s_o: f64,
     s_t: f64,
+    /// Share of first attempts that time out, of calls the network loses, and of calls whose
+    /// carrier latency alone outlasts the deadline.
+    p_first_timeout: f64,
+    /// Share of first attempts that time out or crash: the boosted stratum.
+    p_first_bad: f64,
+    network_loss: f64,
+    p_slow: f64,
     /// Tilted retry-delay draw: probability of drawing from the tail, where it starts, its mass.
     tilt_q: f64,
     tail_from_s: f64,
@@ -441,10 +631,15 @@ struct Replay<'a> {
     intents: HashMap<u64, Intent>,
     sends: HashMap<u64, SendInfo>,
     next_send: u64,
+    /// The next order number of each tenant, per stratum (see [`Replay::arrive`]).
+    next_order: Vec<[i64; 2]>,
     /// Live records per stratum, mirrored from claims and the sweeper's purged keys, so the
     /// weighted store size needs no query.
     live: HashMap<String, Stratum>,
     live_count: [u64; 2],
+    /// Every record the sweeper purged and no request has claimed again: the exact set the
+    /// engine's Bloom filter approximates.
+    purged: HashSet<String>,
     first_body: HashMap<String, u64>,
     creator: HashMap<String, u32>,
     running: HashMap<String, u32>,
@@ -475,18 +670,38 @@ impl<'a> Replay<'a> {
         ((d * 1000.0).round() as Millis, ratio)
     }
 
-    fn record_of(&mut self, intent: &Intent, key: &str) -> String {
-        let caller = format!("fulfilment-{}", intent.caller);
+    fn record_of(&mut self, caller: u32, key: &str) -> String {
+        let caller = format!("fulfilment-{caller}");
         let scoped = self.flow.engine().scope(&caller).to_string();
         format!("{scoped}\u{0}{key}")
     }
 
+    /// A carrier latency from the part of its distribution within (`slow` false) or beyond
+    /// (`slow` true) what the deadline leaves it.
+    fn carrier_latency(&mut self, slow: bool) -> Millis {
+        let budget = self.cfg.deadline_ms - 2 * self.cfg.network_ms;
+        let u: f64 = self.rng.random();
+        let latency = &self.cfg.carrier.latency;
+        if slow {
+            latency
+                .quantile_ms(1.0 - self.p_slow + u * self.p_slow)
+                .max(budget + 1)
+        } else {
+            latency.quantile_ms(u * (1.0 - self.p_slow)).min(budget)
+        }
+    }
+
     /// Puts the next attempt of `intent_id` on the wire at `at_ms`.
-    fn send(&mut self, intent_id: u64, at_ms: Millis, lose_request: bool, lose_reply: bool) {
+    fn send(&mut self, intent_id: u64, at_ms: Millis, fate: Fate) {
         let Some(mut intent) = self.intents.remove(&intent_id) else {
             return;
         };
         intent.attempts += 1;
+        if intent.attempts == 1 {
+            intent.first_sent_ms = at_ms;
+        } else {
+            self.t.retries.add(intent.weight);
+        }
         let key = match &intent.key {
             Some(k) => k.clone(),
             None => random_key(&mut self.rng),
@@ -496,14 +711,38 @@ impl<'a> Replay<'a> {
             intent.order_id
         );
         let caller = format!("fulfilment-{}", intent.caller);
-        let record = self.record_of(&intent, &key);
+        let record = self.record_of(intent.caller, &key);
         self.next_send += 1;
         let id = self.next_send;
         let mut send = Send::new(id, Request::create_label(&caller, Some(&key), &body));
-        send.network_ms = 1;
-        send.lose_request = lose_request;
-        send.lose_reply = lose_reply;
-        if self.cfg.crash_fraction > 0.0 && self.rng.random::<f64>() < self.cfg.crash_fraction {
+        send.network_ms = self.cfg.network_ms;
+        send.deadline_ms = Some(self.cfg.deadline_ms);
+        let fate = match fate {
+            Fate::Drawn if self.rng.random::<f64>() < self.network_loss => Fate::Lost {
+                ran: self.rng.random::<f64>() < self.cfg.done_fraction,
+            },
+            f => f,
+        };
+        match fate {
+            Fate::InTime | Fate::Crash => {
+                send.carrier_latency_ms = Some(self.carrier_latency(false))
+            }
+            Fate::Slow => send.carrier_latency_ms = Some(self.carrier_latency(true)),
+            Fate::Lost { ran } => {
+                send.lose_request = !ran;
+                send.lose_reply = ran;
+            }
+            Fate::Drawn => {}
+        }
+        // A first attempt's crash is decided by its stratum; later attempts draw theirs.
+        let crash = match fate {
+            Fate::Crash => true,
+            _ if intent.attempts == 1 => false,
+            _ => {
+                self.cfg.crash_fraction > 0.0 && self.rng.random::<f64>() < self.cfg.crash_fraction
+            }
+        };
+        if crash {
             send.die = Some(self.cfg.crash_point);
         }
         self.sends.insert(
@@ -511,18 +750,37 @@ impl<'a> Replay<'a> {
             SendInfo {
                 intent: intent_id,
                 record,
+                caller: intent.caller,
+                order_id: intent.order_id,
+                weight: intent.weight,
+                attempt: intent.attempts,
+                first_sent_ms: intent.first_sent_ms,
                 claimed: false,
+                bought_label: false,
+                client_done: false,
+                // A lost request never reaches the server.
+                server_done: send.lose_request,
             },
         );
         self.intents.insert(intent_id, intent);
         self.flow.send(at_ms, send);
-        if lose_request {
+    }
+
+    /// Forgets a request once neither its client nor the server has anything more to say.
+    fn settle(&mut self, id: u64) {
+        if self
+            .sends
+            .get(&id)
+            .is_some_and(|i| i.client_done && i.server_done)
+        {
             self.sends.remove(&id);
         }
     }
 
-    /// A client that heard nothing retries after a delay from the late-retry distribution.
-    fn retry_after_silence(&mut self, intent_id: u64, from_ms: Millis) {
+    /// A client that heard nothing by its deadline retries after a delay from the late-retry
+    /// distribution, counted from its first attempt for the first retry and from the attempt
+    /// that went silent after that.
+    fn retry_after_silence(&mut self, intent_id: u64, sent_ms: Millis, now_ms: Millis) {
         let Some(intent) = self.intents.get(&intent_id) else {
             return;
         };
@@ -532,41 +790,45 @@ impl<'a> Replay<'a> {
             self.intents.remove(&intent_id);
             return;
         }
-        let delay = if intent.attempts == 1 && intent.stratum == Stratum::TimedOut {
-            intent.retry_delay_ms
+        let (from_ms, delay) = if intent.attempts == 1 && intent.stratum == Stratum::TimedOut {
+            (intent.first_sent_ms, intent.retry_delay_ms)
         } else {
-            (self
+            let d = self
                 .dist
-                .quantile(self.rng.random::<f64>().min(1.0 - 1e-12))
-                * 1000.0) as Millis
+                .quantile(self.rng.random::<f64>().min(1.0 - 1e-12));
+            (sent_ms, (d * 1000.0) as Millis)
         };
-        if intent.attempts == 1 && intent.stratum == Stratum::TimedOut {
-            let w = intent.weight;
-            if delay as f64 / 1000.0 > self.cfg.retention_s() {
-                self.t.late.add(w);
-            }
-        }
-        let at = from_ms + delay.max(self.cfg.deadline_ms);
-        self.send(intent_id, at, false, false);
+        self.send(intent_id, (from_ms + delay).max(now_ms), Fate::Drawn);
     }
 
-    fn arrive(&mut self, now_ms: Millis, intent_id: u64, order_id: i64) {
+    fn arrive(&mut self, now_ms: Millis, intent_id: u64) {
         let timed_out_share = {
-            let to = self.cfg.timeout_fraction * self.s_t;
-            let or = (1.0 - self.cfg.timeout_fraction) * self.s_o;
+            let to = self.p_first_bad * self.s_t;
+            let or = (1.0 - self.p_first_bad) * self.s_o;
             if to + or > 0.0 { to / (to + or) } else { 0.0 }
         };
         let timed_out = self.rng.random::<f64>() < timed_out_share;
+        // Each tenant is its own Poisson stream (a random split of one is), and numbers its own
+        // orders: its orders never share an id, while two tenants' do. Numbering runs per
+        // stratum (even ids ordinary, odd timed out), so the k-th replayed order of one tenant
+        // meets the k-th of another with the same weight, as every order meets its namesake
+        // at full traffic; across strata the weights would not match.
         let caller = self.rng.random::<u32>() % self.cfg.callers;
+        let stratum_index = usize::from(timed_out);
+        let n = &mut self.next_order[caller as usize][stratum_index];
+        let order_id = FIRST_ORDER_ID + 2 * *n + stratum_index as i64;
+        *n += 1;
         let (stratum, weight, retry_delay_ms) = if timed_out {
             let (d, ratio) = self.draw_delay();
             (Stratum::TimedOut, ratio / self.s_t, d)
         } else {
             (Stratum::Ordinary, 1.0 / self.s_o, 0)
         };
-        if timed_out {
-            self.t.timed_out.add(1.0 / self.s_t);
-        }
+        let base_weight = if timed_out {
+            1.0 / self.s_t
+        } else {
+            1.0 / self.s_o
+        };
         let key = match self.cfg.key_policy {
             KeyPolicy::Derived => Some(format!("label:{order_id}:1:v1")),
             KeyPolicy::RandomSaved => Some(random_key(&mut self.rng)),
@@ -580,37 +842,64 @@ impl<'a> Replay<'a> {
                 order_id,
                 key,
                 weight,
+                base_weight,
                 attempts: 0,
+                first_sent_ms: now_ms,
                 retry_delay_ms,
             },
         );
-        if timed_out {
-            // Lost reply (the server ran it) or lost request, in the done fraction's proportion.
-            let ran = self.rng.random::<f64>() < self.cfg.done_fraction;
-            self.send(intent_id, now_ms, !ran, ran);
-            self.retry_after_silence(intent_id, now_ms);
+        let u = self.rng.random::<f64>() * self.p_first_bad;
+        let fate = if !timed_out {
+            Fate::InTime
+        } else if u < self.network_loss {
+            Fate::Lost {
+                ran: self.rng.random::<f64>() < self.cfg.done_fraction,
+            }
+        } else if u < self.p_first_timeout {
+            Fate::Slow
         } else {
-            self.send(intent_id, now_ms, false, false);
-        }
+            Fate::Crash
+        };
+        self.send(intent_id, now_ms, fate);
     }
 
     fn observe(&mut self, o: Observed) {
         match o {
-            Observed::Arrived { .. } => {}
+            Observed::Arrived { id, at_ms } => {
+                let Some(info) = self.sends.get(&id) else {
+                    return;
+                };
+                // A retry that reaches the engine when its record is gone (purged, or never
+                // written because the request was lost) more than one retention after the first
+                // attempt: every such retry, not only the first of each call.
+                if info.attempt > 1
+                    && at_ms - info.first_sent_ms > self.cfg.engine.retention_ms
+                    && !self.live.contains_key(&info.record)
+                {
+                    let w = info.weight;
+                    self.t.late.add(w);
+                }
+            }
             Observed::Claimed { id, took_over, .. } => {
                 let Some(info) = self.sends.get_mut(&id) else {
                     return;
                 };
                 info.claimed = true;
                 let record = info.record.clone();
+                let w = info.weight;
                 let intent = info.intent;
                 let runs = self.running.entry(record.clone()).or_insert(0);
-                let w = self.intents.get(&intent).map_or(0.0, |i| i.weight);
-                if took_over && *runs > 0 {
-                    self.t.takeovers_running.add(w);
+                if took_over {
+                    self.t.takeovers.add(w);
+                    if *runs > 0 {
+                        self.t.takeovers_running.add(w);
+                    }
                 }
                 *runs += 1;
                 if !took_over {
+                    if self.purged.remove(&record) {
+                        self.t.purged_key_requests.add(w);
+                    }
                     let stratum = self
                         .intents
                         .get(&intent)
@@ -625,39 +914,52 @@ impl<'a> Replay<'a> {
                     label,
                     replayed: false,
                 } = &reply.result
-                    && let Some(info) = self.sends.get(&id)
-                    && let Some(intent) = self.intents.get(&info.intent)
+                    && let Some(info) = self.sends.get_mut(&id)
                 {
-                    let n = self
-                        .sold
-                        .entry((intent.caller, intent.order_id))
-                        .or_insert(0);
+                    info.bought_label = true;
+                    let (caller, order_id, w) = (info.caller, info.order_id, info.weight);
+                    let n = self.sold.entry((caller, order_id)).or_insert(0);
                     *n += 1;
                     if *n == 2 {
-                        self.t.parcels_two_labels.add(intent.weight);
+                        self.t.parcels_two_labels.add(w);
                     }
                     if *n >= 2 {
-                        self.t.duplicates.add(intent.weight);
+                        self.t.duplicates.add(w);
                     }
-                    self.purchases.push((label.label_id.clone(), intent.weight));
+                    self.purchases.push((label.label_id.clone(), w));
+                } else if let CarrierResult::Label { .. } = &reply.result
+                    && let Some(info) = self.sends.get_mut(&id)
+                {
+                    info.bought_label = true;
                 }
             }
-            Observed::Died { id, at_ms, .. } => {
-                let Some(info) = self.sends.remove(&id) else {
+            Observed::Died { id, point, .. } => {
+                let Some(info) = self.sends.get_mut(&id) else {
                     return;
                 };
+                info.server_done = true;
                 if info.claimed
                     && let Some(r) = self.running.get_mut(&info.record)
                 {
                     *r = r.saturating_sub(1);
                 }
-                // Its caller hears nothing, and retries like any caller that heard nothing.
-                self.retry_after_silence(info.intent, at_ms);
+                // With the label and the record in separate stores, a death between the two
+                // writes leaves a label row whose key never completed.
+                if point == DiePoint::InsideTxn2
+                    && info.bought_label
+                    && self.cfg.engine.record_placement == RecordPlacement::SeparateStore
+                {
+                    let w = info.weight;
+                    self.t.labels_without_completed_key.add(w);
+                }
+                // Its caller hears nothing and retries when its deadline passes.
+                self.settle(id);
             }
             Observed::Answered { id, response, .. } => {
                 let Some(info) = self.sends.get_mut(&id) else {
                     return;
                 };
+                info.server_done = true;
                 if info.claimed {
                     info.claimed = false;
                     if let Some(r) = self.running.get_mut(&info.record) {
@@ -665,10 +967,8 @@ impl<'a> Replay<'a> {
                     }
                 }
                 let record = info.record.clone();
-                let Some(intent) = self.intents.get(&info.intent) else {
-                    return;
-                };
-                let (w, caller) = (intent.weight, intent.caller);
+                let (w, caller) = (info.weight, info.caller);
+                self.settle(id);
                 self.t.replayed_requests += 1;
                 self.t
                     .outcomes
@@ -676,7 +976,7 @@ impl<'a> Replay<'a> {
                     .or_default()
                     .add(w);
                 if response.key_was_purged {
-                    self.t.purged_key_requests.add(w);
+                    self.t.purged_key_flags.add(w);
                 }
                 if response.status == 201 {
                     let h = hash64(&response.body);
@@ -698,16 +998,38 @@ impl<'a> Replay<'a> {
                     }
                 }
             }
+            Observed::TimedOut { id, sent_ms, at_ms } => {
+                let Some(info) = self.sends.get_mut(&id) else {
+                    return;
+                };
+                info.client_done = true;
+                let intent_id = info.intent;
+                let first = info.attempt == 1;
+                self.settle(id);
+                let Some(intent) = self.intents.get(&intent_id) else {
+                    return;
+                };
+                let w = if first {
+                    intent.base_weight
+                } else {
+                    intent.weight
+                };
+                self.t.timed_out.add(w);
+                self.retry_after_silence(intent_id, sent_ms, at_ms);
+            }
             Observed::Replied {
                 id,
                 response,
                 at_ms,
                 ..
             } => {
-                let Some(info) = self.sends.remove(&id) else {
+                let Some(info) = self.sends.get_mut(&id) else {
                     return;
                 };
-                let Some(intent) = self.intents.get_mut(&info.intent) else {
+                info.client_done = true;
+                let intent_id = info.intent;
+                self.settle(id);
+                let Some(intent) = self.intents.get_mut(&intent_id) else {
                     return;
                 };
                 let retryable = matches!(response.status, 409 | 503);
@@ -721,20 +1043,21 @@ impl<'a> Replay<'a> {
                         .min(self.cfg.backoff_base_ms << intent.attempts.min(20));
                     let jitter = (self.rng.random::<f64>() * cap as f64) as Millis;
                     let wait = jitter.max(response.retry_after_ms.unwrap_or(0)).max(1);
-                    let intent_id = info.intent;
-                    self.send(intent_id, at_ms + wait, false, false);
+                    self.send(intent_id, at_ms + wait, Fate::Drawn);
                 } else {
                     if response.status != 201 {
                         self.t.unlabelled.add(intent.weight);
                     }
-                    self.intents.remove(&info.intent);
+                    self.intents.remove(&intent_id);
                 }
             }
             Observed::Swept { purged, .. } => {
                 for (caller, key) in purged {
-                    if let Some(s) = self.live.remove(&format!("{caller}\u{0}{key}")) {
+                    let record = format!("{caller}\u{0}{key}");
+                    if let Some(s) = self.live.remove(&record) {
                         self.live_count[s as usize] -= 1;
                     }
+                    self.purged.insert(record);
                 }
             }
         }
@@ -761,6 +1084,10 @@ fn bytes_per_record(engine: &mut Engine) -> Result<f64, SimError> {
         bytes.keys_bytes() as f64 / n as f64
     })
 }
+
+/// At most this many measurements of bytes per record in a run: each one reads the store's
+/// page accounting, which costs a scan.
+const BYTES_PER_RECORD_SAMPLES: u64 = 12;
 
 /// Runs one replicate and returns its tallies.
 pub fn run_once(
@@ -796,10 +1123,11 @@ pub fn run_once(
         .without_ledger(),
     );
     let (s_o, s_t) = cfg.fractions();
+    let p_first_timeout = cfg.p_first_timeout();
+    let p_first_bad = cfg.p_first_bad();
     let arrival_ms = (cfg.arrival_s() * 1000.0) as Millis;
     let retention_ms = cfg.engine.retention_ms;
-    let expected_records =
-        arrivals.mean_rate_per_s() * (s_o + cfg.timeout_fraction * s_t) * cfg.arrival_s();
+    let expected_records = arrivals.mean_rate_per_s() * (s_o + p_first_bad * s_t) * cfg.arrival_s();
     let engine = Engine::new(store, carrier, Arc::new(clock.clone()), cfg.engine.clone())
         .with_purge_filter(expected_records as usize + 1000, 0.001, seed);
     // The tail that matters is the part that outlives the shorter of the two windows; tilting
@@ -822,14 +1150,20 @@ pub fn run_once(
         rng: StdRng::seed_from_u64(seed),
         s_o,
         s_t,
+        p_first_timeout,
+        p_first_bad,
+        network_loss: cfg.network_loss(),
+        p_slow: cfg.p_slow(),
         tilt_q,
         tail_from_s,
         tail_mass,
         intents: HashMap::new(),
         sends: HashMap::new(),
         next_send: 0,
+        next_order: vec![[0, 0]; cfg.callers as usize],
         live: HashMap::new(),
         live_count: [0, 0],
+        purged: HashSet::new(),
         first_body: HashMap::new(),
         creator: HashMap::new(),
         running: HashMap::new(),
@@ -840,14 +1174,28 @@ pub fn run_once(
             ..Tallies::default()
         },
     };
-    let sampled = scaled(
-        arrivals,
-        (1.0 - cfg.timeout_fraction) * s_o + cfg.timeout_fraction * s_t,
-    );
+    let sampled = scaled(arrivals, (1.0 - p_first_bad) * s_o + p_first_bad * s_t);
     let sweep_every = ((cfg.sweep_period_s * 1000.0) as Millis).max(1);
     let series_every = (arrival_ms / Millis::from(cfg.series_points.max(1))).max(1000);
+    r.t.series_every_s = series_every as f64 / 1000.0;
     let steady_from = retention_ms + sweep_every;
-    let mut next_arrival = (sampled.next_arrival(0.0, &mut r.rng) * 1000.0) as Millis;
+    // Bytes per record is read at a few points of the steady window, or of the second half of
+    // the arrivals when the run is too short to have one.
+    let bpr_from = if steady_from < arrival_ms {
+        steady_from
+    } else {
+        arrival_ms / 2
+    };
+    let bpr_every = ((arrival_ms - bpr_from) / series_every / BYTES_PER_RECORD_SAMPLES as Millis)
+        .max(1)
+        * series_every;
+    let mut next_bpr = bpr_from;
+    // Arrival times are kept exact (seconds, f64) and only rounded down to the clock's
+    // millisecond when scheduled: each gap is drawn from the exact previous arrival, so gaps
+    // shorter than a millisecond are not lost (at 400/s, truncating each one inflated the
+    // traffic by 23 %).
+    let mut next_arrival_s = sampled.next_arrival(0.0, &mut r.rng);
+    let mut next_arrival = (next_arrival_s * 1000.0) as Millis;
     let mut next_sweep = sweep_every;
     let mut next_series = series_every;
     let mut intent_seq = 0u64;
@@ -897,6 +1245,15 @@ pub fn run_once(
                 r.t.steady_raw_sum[1] += r.live_count[1] as f64;
                 r.t.steady_points += 1;
             }
+            r.t.end_keys = keys;
+            r.t.end_raw = [r.live_count[0] as f64, r.live_count[1] as f64];
+            if now >= next_bpr {
+                let b = bytes_per_record(r.flow.engine())?;
+                if b > 0.0 {
+                    r.t.bytes_per_record_samples.push(b);
+                }
+                next_bpr = now + bpr_every;
+            }
             // Bytes per record at the end of the arrivals, when the store is at its steady size.
             if next_series + series_every > arrival_ms {
                 r.t.bytes_per_record = bytes_per_record(r.flow.engine())?;
@@ -912,12 +1269,9 @@ pub fn run_once(
         } else if now == arrival_at {
             intent_seq += 1;
             r.t.replayed_intents += 1;
-            // Tenants share order numbering: with several callers each order id, and so each
-            // derived key, is used by every one of them.
-            let order_id = 100_000_000 + (intent_seq as i64 - 1) / i64::from(cfg.callers) + 1;
-            r.arrive(now, intent_seq, order_id);
-            next_arrival =
-                (sampled.next_arrival(now as f64 / 1000.0, &mut r.rng) * 1000.0) as Millis;
+            r.arrive(now, intent_seq);
+            next_arrival_s = sampled.next_arrival(next_arrival_s, &mut r.rng);
+            next_arrival = (next_arrival_s * 1000.0) as Millis;
         } else {
             r.flow.step(&mut observed)?;
             for o in observed.drain(..) {
@@ -975,10 +1329,23 @@ pub struct SimReport {
     pub duplicate_labels_per_day: Figure,
     pub duplicate_cost_per_day: Figure,
     pub unlabelled_per_day: Figure,
+    /// Attempts after the first, per day.
+    pub retries_per_day: f64,
+    /// Claims of a key the sweeper had purged (exact, not the Bloom filter's), with interval.
+    pub purged_key_requests_per_day: Figure,
+    /// Takeovers of an expired lease, with interval.
+    pub takeovers_per_day: Figure,
+    /// The network-loss fraction the run used (an input, or calibrated from the timeout rate).
+    pub network_loss_fraction: f64,
+    /// The share of calls expected to time out at these latencies and this loss.
+    pub expected_timeout_fraction: f64,
     pub detection: Detection,
     pub outcomes: Vec<OutcomeRow>,
     pub invariants: SimInvariants,
     pub series: Vec<SeriesPoint>,
+    /// What the figures cannot say: no steady window, no events seen, an interval that could
+    /// not be computed. Shown under the table.
+    pub notes: Vec<String>,
     pub interrupted: bool,
     pub wall_seconds: f64,
 }
@@ -1010,7 +1377,7 @@ pub fn pool(
         &ModelParams {
             rate_per_s: arrivals.mean_rate_per_s(),
             retention_s: cfg.retention_s(),
-            timeout_fraction: cfg.timeout_fraction,
+            timeout_fraction: cfg.expected_timeout_fraction(),
             done_fraction: cfg.done_fraction,
             label_price_usd: cfg.carrier.price_cents as f64 / 100.0,
             carrier_window_s: cfg.carrier.window_ms as f64 / 1000.0,
@@ -1025,11 +1392,18 @@ pub fn pool(
             (&mut sum.duplicates, &t.duplicates),
             (&mut sum.unlabelled, &t.unlabelled),
             (&mut sum.purged_key_requests, &t.purged_key_requests),
+            (&mut sum.purged_key_flags, &t.purged_key_flags),
             (&mut sum.cross_caller, &t.cross_caller),
             (&mut sum.takeovers_running, &t.takeovers_running),
+            (&mut sum.takeovers, &t.takeovers),
             (&mut sum.parcels_two_labels, &t.parcels_two_labels),
             (&mut sum.invoice_without_label, &t.invoice_without_label),
+            (
+                &mut sum.labels_without_completed_key,
+                &t.labels_without_completed_key,
+            ),
             (&mut sum.timed_out, &t.timed_out),
+            (&mut sum.retries, &t.retries),
         ] {
             k.merge(v);
         }
@@ -1042,50 +1416,71 @@ pub fn pool(
     let price = cfg.carrier.price_cents as f64 / 100.0;
     let (s_o, s_t) = cfg.fractions();
 
-    let bpr: Vec<f64> = runs.iter().map(|t| t.bytes_per_record).collect();
-    let bytes_per_record = spread_figure(&bpr, 512.0);
-    // Store size: the mean weighted count over the steady window. Its interval treats the
-    // replayed records of each stratum at one instant as Poisson counts, var = n_o/s_o² +
-    // n_t/s_t² (conservative: the average over the window is smoother than one instant).
-    let steady_runs: Vec<&Tallies> = runs.iter().filter(|t| t.steady_points > 0).collect();
-    let analytic_records = model.store_bytes / model.params.bytes_per_record;
-    let records = if steady_runs.is_empty() {
-        Figure {
-            estimate: 0.0,
-            ci95_low: 0.0,
-            ci95_high: 0.0,
-            analytic: analytic_records,
-        }
-    } else {
-        let k = steady_runs.len() as f64;
-        let est = steady_runs
-            .iter()
-            .map(|t| t.steady_keys_sum / t.steady_points as f64)
-            .sum::<f64>()
-            / k;
-        let var = steady_runs
-            .iter()
-            .map(|t| {
-                let n = t.steady_points as f64;
-                t.steady_raw_sum[0] / n / (s_o * s_o) + t.steady_raw_sum[1] / n / (s_t * s_t)
-            })
-            .sum::<f64>()
-            / (k * k);
-        let half = 1.959_963_985 * var.sqrt();
-        Figure {
-            estimate: est,
-            ci95_low: (est - half).max(0.0),
-            ci95_high: est + half,
-            analytic: analytic_records,
+    let mut notes = Vec::new();
+    let replayed_intents: u64 = runs.iter().map(|t| t.replayed_intents).sum();
+    let bytes_per_record = bytes_per_record_figure(runs, &mut notes);
+    // The records model: rate × (retention + the sweeper's mean lag), since an expired record
+    // waits for the next sweep, half a period on average.
+    let retention_s = cfg.retention_s();
+    let life_s = retention_s + cfg.sweep_period_s / 2.0;
+    let analytic_records = model.store_bytes / model.params.bytes_per_record * life_s / retention_s;
+    let records = records_figure(runs, s_o, s_t, life_s, analytic_records, &mut notes);
+    // The store's size multiplies two estimates; their relative errors add in quadrature.
+    let rel = |f: &Figure| {
+        if f.estimate > 0.0 {
+            (f.ci95_high - f.ci95_low) / 2.0 / f.estimate
+        } else {
+            0.0
         }
     };
+    let rel_bytes = if bytes_per_record.ci95_low.is_finite() {
+        rel(&bytes_per_record)
+    } else {
+        0.0
+    };
+    let rel_store = (rel(&records).powi(2) + rel_bytes.powi(2)).sqrt();
+    let store_estimate = records.estimate * bytes_per_record.estimate;
     let store_bytes = Figure {
-        estimate: records.estimate * bytes_per_record.estimate,
-        ci95_low: records.ci95_low * bytes_per_record.ci95_low,
-        ci95_high: records.ci95_high * bytes_per_record.ci95_high,
+        estimate: store_estimate,
+        ci95_low: (store_estimate * (1.0 - rel_store)).max(0.0),
+        ci95_high: store_estimate * (1.0 + rel_store),
         analytic: model.store_bytes,
     };
-    let duplicates = sum.duplicates.per_day(days, model.duplicate_labels_per_day);
+    // The largest weight one replayed event can carry: events come from timed-out intents
+    // (weight ≤ 1/s_t in the tail: timed out or crashed first) unless ordinary ones can also
+    // go wrong.
+    let ordinary_can_fail =
+        cfg.carrier.hang_fraction > 0.0 || cfg.carrier.error_fraction > 0.0 || cfg.callers > 1;
+    let unit_w = if ordinary_can_fail {
+        1.0 / s_o
+    } else {
+        1.0 / s_t
+    };
+    let mut counted = |name: &str, t: &Tally, analytic: f64| {
+        let f = t.per_day(days, analytic, unit_w);
+        if t.n == 0 {
+            notes.push(format!(
+                "{name}: none in {} replayed intents, so fewer than {}/day (one-sided 95 %)",
+                crate::format::thousands(replayed_intents as f64),
+                crate::format::thousands(f.ci95_high.ceil())
+            ));
+        }
+        f
+    };
+    let timed_out = counted("timed-out calls", &sum.timed_out, model.timed_out_per_day);
+    let late = counted(
+        "late arrivals after purge",
+        &sum.late,
+        model.late_after_purge_per_day,
+    );
+    let duplicates = counted(
+        "duplicate labels",
+        &sum.duplicates,
+        model.duplicate_labels_per_day,
+    );
+    let purged_key_requests = sum.purged_key_requests.per_day(days, 0.0, unit_w);
+    let takeovers = sum.takeovers.per_day(days, 0.0, unit_w);
+
     let duplicate_cost = Figure {
         estimate: duplicates.estimate * price,
         ci95_low: duplicates.ci95_low * price,
@@ -1145,41 +1540,169 @@ pub fn pool(
         arrival_seconds: cfg.arrival_s(),
         sample_ordinary: s_o,
         sample_timed_out: s_t,
-        replayed_intents: runs.iter().map(|t| t.replayed_intents).sum(),
+        replayed_intents,
         replayed_requests: runs.iter().map(|t| t.replayed_requests).sum(),
         store,
         bytes_per_record_measured: bytes_per_record,
         store_records_steady: records,
         store_bytes_steady: store_bytes,
-        timed_out_per_day: sum.timed_out.per_day(days, model.timed_out_per_day),
-        late_after_purge_per_day: sum.late.per_day(days, model.late_after_purge_per_day),
+        timed_out_per_day: timed_out,
+        late_after_purge_per_day: late,
         duplicate_labels_per_day: duplicates,
         duplicate_cost_per_day: duplicate_cost,
-        unlabelled_per_day: sum.unlabelled.per_day(days, 0.0),
+        unlabelled_per_day: sum.unlabelled.per_day(days, 0.0, unit_w),
+        retries_per_day: sum.retries.w / days,
+        purged_key_requests_per_day: purged_key_requests,
+        takeovers_per_day: takeovers,
+        network_loss_fraction: cfg.network_loss(),
+        expected_timeout_fraction: cfg.expected_timeout_fraction(),
         detection: Detection {
             parcels_with_two_labels_per_day: sum.parcels_two_labels.w / days,
             purged_key_requests_per_day: sum.purged_key_requests.w / days,
+            purged_key_bloom_flags_per_day: sum.purged_key_flags.w / days,
             cross_caller_replays_per_day: sum.cross_caller.w / days,
             invoice_lines_without_label_per_day: sum.invoice_without_label.w / days,
             takeovers_while_running_per_day: sum.takeovers_running.w / days,
+            takeovers_per_day: sum.takeovers.w / days,
+            labels_without_completed_key_per_day: sum.labels_without_completed_key.w / days,
+            // The store's end-of-run check sees replayed records, each standing for 1/s_o.
+            completed_keys_without_label_per_day: runs
+                .iter()
+                .map(|t| t.invariant_completed_without_label as f64)
+                .sum::<f64>()
+                / s_o
+                / days,
         },
         outcomes,
         invariants,
         series,
+        notes,
         interrupted: runs.iter().any(|t| t.interrupted),
         wall_seconds,
     }
 }
 
-/// Mean and a t interval across replicates; a single replicate has no spread to show.
+/// The variance of the mean of `n` counts taken `every_s` apart, relative to the variance of
+/// one, for an M/G/∞ count whose items live `life_s`: two counts `h` apart share a fraction
+/// `(1 - h/life)⁺` of their items, so their covariance is that fraction of the variance.
+pub fn time_average_variance_factor(n: u64, every_s: f64, life_s: f64) -> f64 {
+    if n <= 1 || life_s <= 0.0 {
+        return 1.0;
+    }
+    let nf = n as f64;
+    let mut sum = nf;
+    for m in 1..n {
+        let shared = 1.0 - m as f64 * every_s / life_s;
+        if shared <= 0.0 {
+            break;
+        }
+        sum += 2.0 * (nf - m as f64) * shared;
+    }
+    sum / (nf * nf)
+}
+
+/// Records in the store: the mean weighted count over the steady window, or, when the run has
+/// none, the store at the end of the arrivals with a note saying it is still growing.
+fn records_figure(
+    runs: &[Tallies],
+    s_o: f64,
+    s_t: f64,
+    life_s: f64,
+    analytic: f64,
+    notes: &mut Vec<String>,
+) -> Figure {
+    let steady: Vec<&Tallies> = runs.iter().filter(|t| t.steady_points > 0).collect();
+    let k = runs.len().max(1) as f64;
+    let (est, var) = if steady.len() == runs.len() && !runs.is_empty() {
+        let est = steady
+            .iter()
+            .map(|t| t.steady_keys_sum / t.steady_points as f64)
+            .sum::<f64>()
+            / k;
+        // Each stratum's replayed count is Poisson at any instant (var = mean), scaled by 1/s²,
+        // and averaging over the window divides that by how many independent looks it gets.
+        let var = steady
+            .iter()
+            .map(|t| {
+                let n = t.steady_points as f64;
+                let instant =
+                    t.steady_raw_sum[0] / n / (s_o * s_o) + t.steady_raw_sum[1] / n / (s_t * s_t);
+                instant * time_average_variance_factor(t.steady_points, t.series_every_s, life_s)
+            })
+            .sum::<f64>()
+            / (k * k);
+        (est, var)
+    } else {
+        notes.push(format!(
+            "no steady window: arrivals end before one retention plus a sweep has passed, so \
+             records and store size are the store at the end of the arrivals, still growing \
+             (a lower bound of the steady size); run with --duration longer than {}",
+            crate::duration::format_secs(life_s.round())
+        ));
+        let est = runs.iter().map(|t| t.end_keys).sum::<f64>() / k;
+        let var = runs
+            .iter()
+            .map(|t| t.end_raw[0] / (s_o * s_o) + t.end_raw[1] / (s_t * s_t))
+            .sum::<f64>()
+            / (k * k);
+        (est, var)
+    };
+    let half = 1.959_963_985 * var.sqrt();
+    Figure {
+        estimate: est,
+        ci95_low: (est - half).max(0.0),
+        ci95_high: est + half,
+        analytic,
+    }
+}
+
+/// Bytes per record: the spread across replicates when there are several, else the spread of
+/// the measurements over one replicate's steady window. One measurement alone has no interval:
+/// it is shown as such (not a number, `null` in JSON) with a note, never as a zero-width one.
+fn bytes_per_record_figure(runs: &[Tallies], notes: &mut Vec<String>) -> Figure {
+    let per_run: Vec<f64> = runs
+        .iter()
+        .map(|t| {
+            if t.bytes_per_record_samples.is_empty() {
+                t.bytes_per_record
+            } else {
+                t.bytes_per_record_samples.iter().sum::<f64>()
+                    / t.bytes_per_record_samples.len() as f64
+            }
+        })
+        .collect();
+    if per_run.len() >= 2 {
+        return spread_figure(&per_run, 512.0);
+    }
+    let samples = runs
+        .first()
+        .map(|t| t.bytes_per_record_samples.clone())
+        .unwrap_or_default();
+    if samples.len() >= 2 {
+        return spread_figure(&samples, 512.0);
+    }
+    notes.push(
+        "bytes per record: measured once, so no interval can be given; run longer or with \
+         --replicates 2 or more"
+            .to_string(),
+    );
+    Figure {
+        estimate: per_run.first().copied().unwrap_or(0.0),
+        ci95_low: f64::NAN,
+        ci95_high: f64::NAN,
+        analytic: 512.0,
+    }
+}
+
+/// Mean and a t interval over `values` (two or more).
 fn spread_figure(values: &[f64], analytic: f64) -> Figure {
     let n = values.len() as f64;
     let mean = values.iter().sum::<f64>() / n.max(1.0);
     if values.len() < 2 {
         return Figure {
             estimate: mean,
-            ci95_low: mean,
-            ci95_high: mean,
+            ci95_low: f64::NAN,
+            ci95_high: f64::NAN,
             analytic,
         };
     }

@@ -96,6 +96,9 @@ pub struct LabelRow {
     pub tracking_no: String,
     pub cost_cents: i64,
     pub created_by_key: String,
+    /// The caller column of the key that made it (`*` under global key scoping). Tenants may
+    /// number their orders alike, so "one label per parcel" is one per caller's parcel.
+    pub caller_id: String,
 }
 
 /// Bytes the store occupies, split so "bytes per record" can be measured with and without the
@@ -124,7 +127,7 @@ pub struct Invariants {
     /// Completed keys with a 201 whose label row is missing: each is a "completed" record with no
     /// label behind it, the failure the seed's txn 2 exists to prevent.
     pub completed_without_label: u64,
-    /// The most label rows any (order_id, parcel_no, label_version) has; 1 when the second line
+    /// The most label rows any (caller, order_id, parcel_no, label_version) has; 1 when the second line
     /// of defence holds.
     pub max_labels_per_parcel: u64,
 }
@@ -187,7 +190,7 @@ pub trait Tx {
         idem_key: &str,
         response_body: &str,
     ) -> Result<(), StoreError>;
-    /// Inserts a label unless (order_id, parcel_no, label_version) already has one; returns the
+    /// Inserts a label unless (caller, order_id, parcel_no, label_version) already has one; returns the
     /// existing label on such a conflict.
     fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError>;
     /// Deletes a started key still held by `lease_token` (the 400 validation path).

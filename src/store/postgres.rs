@@ -79,8 +79,9 @@ CREATE TABLE {s}.labels (
     label_id       text      NOT NULL,
     tracking_no    text      NOT NULL,
     created_by_key text      NOT NULL,
+    caller_id      text      NOT NULL DEFAULT '',
     CONSTRAINT labels_pkey PRIMARY KEY (label_id),
-    CONSTRAINT labels_parcel_version UNIQUE (order_id, parcel_no, label_version)
+    CONSTRAINT labels_parcel_version UNIQUE (caller_id, order_id, parcel_no, label_version)
 );
 ";
 
@@ -228,8 +229,7 @@ struct Statements {
 const KEY_COLUMNS: &str = "request_hash, state::text, locked_until, lease_token, response_status, \
                            response_body, created_at, expires_at";
 
-const LABEL_COLUMNS: &str =
-    "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key";
+const LABEL_COLUMNS: &str = "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id";
 
 impl Statements {
     fn prepare(client: &mut Client) -> Result<Self, postgres::Error> {
@@ -268,12 +268,13 @@ impl Statements {
                   WHERE caller_id = $1 AND idem_key = $2",
             )?,
             insert_label: client.prepare(&format!(
-                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7)
-                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING"
+                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
             ))?,
             select_label: client.prepare(&format!(
                 "SELECT {LABEL_COLUMNS} FROM labels
-                  WHERE order_id = $1 AND parcel_no = $2 AND label_version = $3"
+                  WHERE order_id = $1 AND parcel_no = $2 AND label_version = $3
+                    AND caller_id = $4"
             ))?,
             delete_key: client.prepare(
                 "DELETE FROM idempotency_keys
@@ -742,6 +743,7 @@ fn label_row(r: &Row) -> Result<LabelRow, StoreError> {
         tracking_no: r.try_get(4).map_err(corrupt)?,
         cost_cents: r.try_get(5).map_err(corrupt)?,
         created_by_key: r.try_get(6).map_err(corrupt)?,
+        caller_id: r.try_get(7).map_err(corrupt)?,
     })
 }
 
@@ -1031,6 +1033,7 @@ impl Tx for PgTx<'_> {
                     &l.tracking_no,
                     &l.cost_cents,
                     &l.created_by_key,
+                    &l.caller_id,
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -1042,7 +1045,7 @@ impl Tx for PgTx<'_> {
         let row = client
             .query_one(
                 &st.select_label,
-                &[&l.order_id, &l.parcel_no, &l.label_version],
+                &[&l.order_id, &l.parcel_no, &l.label_version, &l.caller_id],
             )
             .map_err(|e| self.err(e))?;
         label_row(&row).map(Some)
@@ -1165,7 +1168,7 @@ impl Store for PostgresStore {
                        AND NOT EXISTS (SELECT 1 FROM labels l
                                         WHERE l.label_id = (k.response_body::jsonb ->> 'label_id'))),
                    (SELECT COALESCE(MAX(n), 0) FROM (SELECT count(*) AS n FROM labels
-                      GROUP BY order_id, parcel_no, label_version) AS per_parcel)",
+                      GROUP BY caller_id, order_id, parcel_no, label_version) AS per_parcel)",
                 &[],
             )
         })?;

@@ -40,7 +40,8 @@ CREATE TABLE IF NOT EXISTS labels (
     tracking_no    TEXT    NOT NULL,
     cost_cents     INTEGER NOT NULL,
     created_by_key TEXT    NOT NULL,
-    UNIQUE (order_id, parcel_no, label_version)
+    caller_id      TEXT    NOT NULL DEFAULT '',
+    UNIQUE (caller_id, order_id, parcel_no, label_version)
 ) STRICT;
 ";
 
@@ -310,11 +311,11 @@ fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LabelRow> {
         tracking_no: r.get(4)?,
         cost_cents: r.get(5)?,
         created_by_key: r.get(6)?,
+        caller_id: r.get(7)?,
     })
 }
 
-const LABEL_COLUMNS: &str =
-    "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key";
+const LABEL_COLUMNS: &str = "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id";
 
 impl Tx for SqliteTx<'_> {
     fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
@@ -435,8 +436,8 @@ impl Tx for SqliteTx<'_> {
         let n = self
             .tx
             .prepare_cached(&format!(
-                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (order_id, parcel_no, label_version) DO NOTHING"
+                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
             ))
             .and_then(|mut s| {
                 s.execute(params![
@@ -446,7 +447,8 @@ impl Tx for SqliteTx<'_> {
                     l.label_version,
                     l.tracking_no,
                     l.cost_cents,
-                    l.created_by_key
+                    l.created_by_key,
+                    l.caller_id
                 ])
             })
             .map_err(|e| self.err(e))?;
@@ -456,10 +458,13 @@ impl Tx for SqliteTx<'_> {
         self.tx
             .prepare_cached(&format!(
                 "SELECT {LABEL_COLUMNS} FROM labels
-                  WHERE order_id = ?1 AND parcel_no = ?2 AND label_version = ?3"
+                  WHERE order_id = ?1 AND parcel_no = ?2 AND label_version = ?3 AND caller_id = ?4"
             ))
             .and_then(|mut s| {
-                s.query_row(params![l.order_id, l.parcel_no, l.label_version], label_row)
+                s.query_row(
+                    params![l.order_id, l.parcel_no, l.label_version, l.caller_id],
+                    label_row,
+                )
             })
             .map(Some)
             .map_err(|e| self.err(e))
@@ -604,7 +609,7 @@ impl Store for SqliteStore {
             .conn
             .query_row(
                 "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM labels
-                  GROUP BY order_id, parcel_no, label_version)",
+                  GROUP BY caller_id, order_id, parcel_no, label_version)",
                 [],
                 |r| r.get(0),
             )
