@@ -12,8 +12,9 @@ use crate::clock::Millis;
 use crate::duration;
 use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
 use crate::model::ModelParams;
+use crate::payload::{PayloadSizes, SizeDist};
 use crate::sim::replay::{KeyPolicy, SimConfig};
-use crate::traffic::{Arrivals, LoadProfile};
+use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -195,6 +196,7 @@ impl EngineSection {
             key_scope: self.key_scope,
             record_placement: self.record_placement,
             carrier_key: self.carrier_key,
+            ..EngineConfig::default()
         }
     }
 }
@@ -341,6 +343,12 @@ pub struct TrafficSection {
     pub sweep_batch: u32,
     /// Points of the keys-in-the-store time series; raise it to see the sweeper's saw-tooth.
     pub series_points: u32,
+    /// Idempotency-key length (default the seed's 36 B); see `payload::SizeDist` for the forms.
+    pub key_bytes: Option<SizeDist>,
+    /// Saved 201 response size (default the seed's 300 B).
+    pub response_bytes: Option<SizeDist>,
+    /// A measured late-retry distribution (what `idemcalc fit` writes); default the seed's.
+    pub retry_delay: Option<crate::fit::RetrySpec>,
 }
 
 impl Default for TrafficSection {
@@ -366,6 +374,9 @@ impl Default for TrafficSection {
             sweep_period: Duration::from_secs_f64(d.sweep_period_s),
             sweep_batch: d.sweep_batch,
             series_points: d.series_points,
+            key_bytes: None,
+            response_bytes: None,
+            retry_delay: None,
         }
     }
 }
@@ -380,6 +391,8 @@ pub struct ModelSection {
     pub bytes_per_record: Option<f64>,
     pub storage_usd_per_gb_month: Option<f64>,
     pub unlabelled_parcel_usd: Option<f64>,
+    /// Full copies of the store paid for (primary plus standbys); default 2.
+    pub replicas: Option<f64>,
 }
 
 /// Limits on the simulated figures. Each applies to every retention the scenario runs.
@@ -679,6 +692,16 @@ impl Scenario {
             .collect()
     }
 
+    /// The late-retry distribution: `[traffic] retry_delay` if given (validated on load), else
+    /// the seed's.
+    pub fn retry_delay(&self) -> RetryDelay {
+        self.traffic
+            .as_ref()
+            .and_then(|t| t.retry_delay.as_ref())
+            .and_then(|r| r.to_retry_delay().ok())
+            .unwrap_or_default()
+    }
+
     /// What the analytic model is asked for this scenario at `retention`: the traffic's rate and
     /// fractions, the carrier's price and window, and `[model]` for the rest.
     pub fn model_params(&self, retention: Duration) -> Result<ModelParams, String> {
@@ -693,7 +716,10 @@ impl Scenario {
             rate_per_s: arrivals.mean_rate_per_s(),
             peak_rate_per_s: self.model.peak_rate.unwrap_or(peak),
             retention_s: retention.as_secs_f64(),
-            bytes_per_record: self.model.bytes_per_record.unwrap_or(seed.bytes_per_record),
+            bytes_per_record: self
+                .model
+                .bytes_per_record
+                .unwrap_or_else(|| t.payload().record_bytes()),
             timeout_fraction: t.timeout_fraction,
             done_fraction: t.done_fraction,
             label_price_usd: self.carrier.price_usd,
@@ -706,6 +732,7 @@ impl Scenario {
                 .model
                 .unlabelled_parcel_usd
                 .unwrap_or(seed.unlabelled_parcel_usd),
+            replicas: self.model.replicas.unwrap_or(seed.replicas),
         })
     }
 }
@@ -726,7 +753,20 @@ impl TrafficSection {
         }
     }
 
+    /// The payload sizes the traffic carries, the seed's where not given.
+    pub fn payload(&self) -> PayloadSizes {
+        let d = PayloadSizes::default();
+        PayloadSizes {
+            key_bytes: self.key_bytes.clone().unwrap_or(d.key_bytes),
+            response_bytes: self.response_bytes.clone().unwrap_or(d.response_bytes),
+        }
+    }
+
     fn sim_config(&self, seed: u64, engine: EngineConfig, carrier: CarrierConfig) -> SimConfig {
+        let engine = EngineConfig {
+            payload: self.payload(),
+            ..engine
+        };
         SimConfig {
             rate_per_s: self.rate,
             arrival_s: self.duration.map(|d| d.as_secs_f64()),
@@ -749,12 +789,18 @@ impl TrafficSection {
             carrier,
             seed,
             series_points: self.series_points,
+            request_log: false,
         }
     }
 
     fn validate(&self, retentions: &Retentions) -> Result<(), (String, String)> {
         let fail = |field: &str, message: String| Err((format!("traffic.{field}"), message));
         let fraction = |v: f64| (0.0..=1.0).contains(&v);
+        if let Some(r) = &self.retry_delay
+            && let Err(e) = r.to_retry_delay()
+        {
+            return fail("retry_delay", e);
+        }
         if !(self.rate > 0.0 && self.rate.is_finite()) {
             return fail(
                 "rate",

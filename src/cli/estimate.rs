@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 
+use crate::decision::{self, DecisionInputs, Recommendation, Targets};
 use crate::duration;
 use crate::format::{
     Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
@@ -88,6 +89,35 @@ pub struct EstimateArgs {
     #[arg(long, value_name = "DURATION", default_value = "30d", value_parser = positive_duration)]
     pub retry_horizon: Duration,
 
+    /// Copies of the store paid for: a primary and its standbys (default 2).
+    #[arg(long, value_name = "COPIES", default_value_t = SEED.replicas)]
+    #[arg(allow_negative_numbers = true, value_parser = at_least_one)]
+    pub replicas: f64,
+
+    /// 95 % interval of a measured bytes per record, `LOW..HIGH` (e.g. `498..530`); the store
+    /// budget is checked at its top.
+    #[arg(long, value_name = "LOW..HIGH", value_parser = bytes_interval)]
+    pub bytes_per_record_ci95: Option<[f64; 2]>,
+
+    /// The decision's duplicates target, real duplicate labels per day: a number, or a rate
+    /// like 1/month, 1/week, 5/day (default 1/month).
+    #[arg(long, value_name = "PER_DAY", default_value = "1/month", value_parser = per_day)]
+    pub max_duplicates_per_day: f64,
+
+    /// The decision's store budget: the most one copy of the store may hold, e.g. 25GB.
+    #[arg(long, value_name = "SIZE", value_parser = store_size)]
+    pub store_budget: Option<f64>,
+
+    /// The decision's cost budget: storage for every copy plus duplicate labels, USD per day.
+    #[arg(long, value_name = "USD_PER_DAY")]
+    #[arg(allow_negative_numbers = true, value_parser = not_negative)]
+    pub cost_budget: Option<f64>,
+
+    /// Decide on our keys alone: count every retry after our purge as a duplicate, even while
+    /// the carrier still knows its derived key.
+    #[arg(long)]
+    pub without_carrier_window: bool,
+
     /// Output: readable tables, or one JSON object.
     #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
     pub format: OutputFormat,
@@ -158,6 +188,46 @@ fn fraction(text: &str) -> Result<f64, String> {
     }
 }
 
+fn at_least_one(text: &str) -> Result<f64, String> {
+    let v = parse_number(text)?;
+    if v >= 1.0 {
+        Ok(v)
+    } else {
+        Err(format!(
+            "must be 1 or more (a primary alone is 1), not {text}"
+        ))
+    }
+}
+
+/// `1/month`, `2/week`, `0.5/day` or a bare number per day.
+fn per_day(text: &str) -> Result<f64, String> {
+    crate::decision::parse_per_day(text)
+}
+
+/// A size in decimal units, `25GB`, `500 MB`, returned in decimal GB.
+fn store_size(text: &str) -> Result<f64, String> {
+    let bytes = crate::payload::parse_bytes(text)?;
+    if bytes > 0.0 {
+        Ok(bytes / 1e9)
+    } else {
+        Err(format!("must be above 0, not {text}"))
+    }
+}
+
+/// `LOW..HIGH`, both above 0, LOW not above HIGH.
+fn bytes_interval(text: &str) -> Result<[f64; 2], String> {
+    let (lo, hi) = text
+        .split_once("..")
+        .ok_or_else(|| format!("`{text}` is not an interval; write it LOW..HIGH, e.g. 498..530"))?;
+    let lo = crate::payload::parse_bytes(lo)?;
+    let hi = crate::payload::parse_bytes(hi)?;
+    if lo > 0.0 && lo <= hi {
+        Ok([lo, hi])
+    } else {
+        Err(format!("`{text}`: LOW must be above 0 and not above HIGH"))
+    }
+}
+
 fn positive_duration(text: &str) -> Result<Duration, String> {
     let d = duration::clap_parse(text)?;
     if d.is_zero() {
@@ -180,6 +250,21 @@ impl EstimateArgs {
             carrier_window_s: self.carrier_window.as_secs_f64(),
             storage_usd_per_gb_month: self.storage_price,
             unlabelled_parcel_usd: self.unlabelled_cost,
+            replicas: self.replicas,
+        }
+    }
+
+    /// What the decision must meet, and the measured record size's interval.
+    pub fn decision_inputs(&self) -> DecisionInputs {
+        DecisionInputs {
+            targets: Targets {
+                max_duplicates_per_day: self.max_duplicates_per_day,
+                max_store_gb: self.store_budget,
+                max_cost_per_day: self.cost_budget,
+            },
+            bytes_per_record_ci95: self.bytes_per_record_ci95,
+            evidence: None,
+            count_carrier_window: !self.without_carrier_window,
         }
     }
 
@@ -215,19 +300,66 @@ impl EstimateArgs {
     }
 }
 
+/// The estimate's JSON: the model's figures, then the decision under `decision`.
+#[derive(serde::Serialize)]
+struct EstimateOutput<'a> {
+    #[serde(flatten)]
+    estimate: &'a Estimate,
+    decision: &'a Recommendation,
+}
+
+/// The decision's sentences and the candidates that meet its targets, after the sweep.
+pub fn render_decision(r: &Recommendation) -> String {
+    let mut out = String::from("\nDecision\n\n");
+    for note in &r.notes {
+        out.push_str(&wrap(note, 94, "  "));
+    }
+    out
+}
+
+/// Wraps a sentence at `width` columns, each line indented.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
 pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
     let params = args.params();
     params.validate()?;
     let dist = args.retry_delay()?;
     let estimate = model::estimate(&params, &dist);
+    let decision = decision::decide(&params, &dist, &args.decision_inputs())?;
     let text = match args.format {
-        OutputFormat::Json => serde_json::to_string_pretty(&estimate)? + "\n",
+        OutputFormat::Json => {
+            serde_json::to_string_pretty(&EstimateOutput {
+                estimate: &estimate,
+                decision: &decision,
+            })? + "\n"
+        }
         OutputFormat::Table => {
             let source = match &args.retry_cdf {
                 Some(path) => format!("measured, from {}", path.display()),
                 None => "the seed's illustrative table, not measured".to_string(),
             };
-            render_tables(&estimate, &source)
+            render_tables(&estimate, &source) + &render_decision(&decision)
         }
     };
     let mut out = std::io::stdout().lock();
@@ -472,20 +604,6 @@ pub fn render_tables(e: &Estimate, source: &str) -> String {
         usd(p.label_price_usd)
     ));
     out.push_str(&sweep_table(e));
-    out.push_str(&format!(
-        "\n  Recommended retention: {}, {}/day, the cheapest in the sweep.\n",
-        human_duration(e.recommended_retention_s),
-        usd(e.recommended_total_cost_per_day)
-    ));
-    let horizon_s = e.retry_delay.max_horizon_s();
-    if e.recommended_retention_s >= horizon_s {
-        // The answer then rests on an assumption, not on data: say which flag moves it.
-        out.push_str(&format!(
-            "  No retry is assumed to arrive after {} (the distribution's horizon; set it with\n  \
-             --retry-horizon or a measured --retry-cdf), so keeping keys longer only adds storage.\n",
-            human_duration(horizon_s)
-        ));
-    }
     out
 }
 

@@ -102,6 +102,12 @@ pub struct SimulateArgs {
     /// Records the sweeper deletes per batch.
     #[arg(long, default_value_t = 10_000)]
     pub sweep_batch: u32,
+    /// Idempotency-key length: a size (36, 36B) or median=SIZE,p99=SIZE (seed: 36 B).
+    #[arg(long, value_name = "SIZE", default_value = "36B", value_parser = crate::payload::SizeDist::parse)]
+    pub key_bytes: crate::payload::SizeDist,
+    /// Saved 201 response size: a size (300B, 2kB) or median=SIZE,p99=SIZE (seed: 300 B).
+    #[arg(long, value_name = "SIZE", default_value = "300B", value_parser = crate::payload::SizeDist::parse)]
+    pub response_bytes: crate::payload::SizeDist,
     /// Your own late-retry distribution: CSV of delay,cumulative fraction (e.g. 90s,0.85).
     #[arg(long)]
     pub retry_cdf: Option<PathBuf>,
@@ -122,6 +128,11 @@ pub struct SimulateArgs {
     /// schema; PostgreSQL runs without `?schema=NAME` use scratch schemas dropped afterwards.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
+    /// Also write the requests the simulator replays (replicate 1 of the first retention) to
+    /// this .parquet, .csv or .ndjson file, in the columns `idemcalc fit` reads. Runs that
+    /// replicate once more, with the log on.
+    #[arg(long, value_name = "FILE")]
+    pub request_log: Option<PathBuf>,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
@@ -183,6 +194,10 @@ impl SimulateArgs {
                 key_scope: self.key_scope.into(),
                 record_placement: self.record_placement.into(),
                 carrier_key: self.carrier_key.into(),
+                payload: crate::payload::PayloadSizes {
+                    key_bytes: self.key_bytes.clone(),
+                    response_bytes: self.response_bytes.clone(),
+                },
             },
             carrier: crate::carrier::CarrierConfig {
                 latency: Latency::LogNormal {
@@ -376,8 +391,53 @@ pub fn simulate_all(args: &SimulateArgs, quiet: bool) -> anyhow::Result<Vec<SimR
     Ok(reports?)
 }
 
+/// Replays the first retention's first replicate again with the request log on and writes it.
+fn write_request_log(args: &SimulateArgs, path: &Path) -> anyhow::Result<()> {
+    let retention = *args
+        .retention
+        .first()
+        .context("--retention: give at least one retention")?;
+    let cfg = SimConfig {
+        request_log: true,
+        ..args.config(retention)
+    };
+    let dist = match &args.retry_cdf {
+        Some(p) => RetryDelay::from_csv_path(p)?,
+        None => RetryDelay::seed(),
+    };
+    let tmp = tempfile::tempdir().context("cannot create a temporary directory")?;
+    let store = SqliteStore::open(
+        &tmp.path().join("log.sqlite"),
+        &SqliteOptions {
+            synchronous: Synchronous::Off,
+            ..SqliteOptions::default()
+        },
+    )?;
+    let progress = Progress {
+        tick: &|_| {},
+        interrupted: &INTERRUPTED,
+    };
+    let tallies = replay::run_once(
+        &cfg,
+        &args.arrivals()?,
+        &dist,
+        Box::new(store),
+        0,
+        &progress,
+    )?;
+    crate::fit::write_log(path, &tallies.request_log.rows())?;
+    Ok(())
+}
+
 pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &args.request_log {
+        // Refuse an unknown extension before the simulation runs, not after.
+        crate::fit::log_kind(path)?;
+    }
     let reports = simulate_all(args, args.quiet)?;
+    if let Some(path) = &args.request_log {
+        write_request_log(args, path)?;
+    }
     if let Some(dir) = &args.out {
         for r in &reports {
             let prefix = if reports.len() > 1 {

@@ -327,7 +327,8 @@ struct Job<'a> {
 /// Runs every scenario: timelines at once, simulations in parallel, longest first so two
 /// cores finish together. Returns the summary without bench results.
 pub fn run(loaded: &[Loaded], options: &RunOptions<'_>) -> anyhow::Result<Summary> {
-    let dist = RetryDelay::seed();
+    // Each scenario's own late-retry distribution (the seed's unless it gives one).
+    let dists: Vec<RetryDelay> = loaded.iter().map(|l| l.scenario.retry_delay()).collect();
     let mut jobs = Vec::new();
     for (si, l) in loaded.iter().enumerate() {
         let Some(traffic) = &l.scenario.traffic else {
@@ -390,7 +391,7 @@ pub fn run(loaded: &[Loaded], options: &RunOptions<'_>) -> anyhow::Result<Summar
                     let r = replay::simulate(
                         &job.cfg,
                         &job.arrivals,
-                        &dist,
+                        &dists[job.scenario],
                         job.replicates,
                         STORE_NAME,
                         &open,
@@ -429,7 +430,7 @@ pub fn run(loaded: &[Loaded], options: &RunOptions<'_>) -> anyhow::Result<Summar
                 job.cfg.clone(),
                 params,
                 sim,
-                &dist,
+                &dists[si],
                 s.budgets.as_ref(),
             )?);
         }
@@ -587,7 +588,11 @@ pub fn run_result(
     let storage = map_figure(&sim.store_bytes_steady, model.storage_cost_per_day, |b| {
         eval_formula(
             "storage_cost_per_day",
-            &[("store_bytes", b), ("storage_usd_per_gb_month", price)],
+            &[
+                ("store_bytes", b),
+                ("replicas", params.replicas),
+                ("storage_usd_per_gb_month", price),
+            ],
         )
     })
     .map_err(anyhow::Error::msg)?;
@@ -717,6 +722,7 @@ pub fn from_simulation(
             done_fraction: cfg.done_fraction,
             label_price_usd: cfg.carrier.price_cents as f64 / 100.0,
             carrier_window_s: cfg.carrier.window_ms as f64 / 1000.0,
+            bytes_per_record: cfg.engine.payload.record_bytes(),
             ..ModelParams::default()
         };
         runs.push(run_result(cfg.clone(), params, sim, dist, None)?);
@@ -774,6 +780,7 @@ mod tests {
             "storage_cost_per_day",
             &[
                 ("store_bytes", 17.694_72e9),
+                ("replicas", 2.0),
                 ("storage_usd_per_gb_month", 0.1),
             ],
         )
