@@ -399,9 +399,9 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             s.push_str(&format!(
                 " The fitted log holds {} retries over {}; the latest came {} after its first request, so beyond {} the tail is not data.",
                 human_count(e.retries as f64),
-                human_duration(e.log_span_s),
-                human_duration(e.latest_retry_s),
-                human_duration(e.latest_retry_s),
+                crate::fit::approx_duration(e.log_span_s),
+                crate::fit::approx_duration(e.latest_retry_s),
+                crate::fit::approx_duration(e.latest_retry_s),
             ));
         }
         out.push(s);

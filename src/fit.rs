@@ -1067,21 +1067,42 @@ impl RetrySpec {
     }
 }
 
-/// Durations in a scenario: the short form the parser reads back (`90s`, `3d`), to the
-/// millisecond.
+/// A measured duration in the largest unit that keeps it above 1, to four significant
+/// figures (`2.695d`, `4h`, `263ms`): readable, and parsed back by `duration::parse`.
+pub fn approx_duration(secs: f64) -> String {
+    use crate::format::significant;
+    if !(secs.is_finite() && secs > 0.0) {
+        return "0s".into();
+    }
+    for (unit, size) in [("d", DAY_S), ("h", 3_600.0), ("m", 60.0), ("s", 1.0)] {
+        if secs >= size {
+            return format!("{}{unit}", significant(secs / size, 4));
+        }
+    }
+    format!("{}ms", significant(secs * 1000.0, 4))
+}
+
 fn dur(s: f64) -> String {
-    crate::duration::format_secs((s * 1000.0).round() / 1000.0)
+    approx_duration(s)
 }
 
 impl Fit {
     /// The fitted distribution as a scenario field, if the log had retries.
     pub fn retry_spec(&self) -> Option<RetrySpec> {
         let points = self.retry_points.as_ref()?;
+        // Rounding the measured last point may bring it onto a grid point before it: keep
+        // delays strictly increasing, as a CDF needs, by dropping the grid point.
+        let mut out: Vec<(String, f64, f64)> = Vec::new();
+        for (d, f) in points {
+            let text = dur(*d);
+            let back = secs(&text).unwrap_or(*d);
+            while out.last().is_some_and(|p| p.2 >= back) {
+                out.pop();
+            }
+            out.push((text, round_sig(*f, 6), back));
+        }
         Some(RetrySpec {
-            points: points
-                .iter()
-                .map(|(d, f)| (dur(*d), round_sig(*f, 6)))
-                .collect(),
+            points: out.into_iter().map(|(t, f, _)| (t, f)).collect(),
             min_delay: dur(self.retry_min_delay_s),
             horizon: dur(self.retry_max_horizon_s),
             retries: Some(self.retries),
@@ -1107,7 +1128,7 @@ impl Fit {
             format!(
                 "Fitted from {} keys over {} of arrivals: {:.4}/s, {} callers.",
                 self.keys,
-                human_duration(self.arrival_span_s),
+                approx_duration(self.arrival_span_s),
                 self.rate_per_s.estimate,
                 self.callers
             )
@@ -1170,8 +1191,8 @@ impl Fit {
             human_count(self.rows as f64),
             self.files.join(", "),
             human_count(self.keys as f64),
-            human_duration(self.arrival_span_s),
-            human_duration(self.log_span_s),
+            approx_duration(self.arrival_span_s),
+            approx_duration(self.log_span_s),
             if self.weighted { ", rows weighted" } else { "" }
         );
         if self.bad_rows.total > 0 {
@@ -1249,11 +1270,11 @@ impl Fit {
             "\nLate retries: {} later requests on {} keys; the latest {} after its first request.\n",
             human_count(self.retries as f64),
             human_count(self.retried_keys as f64),
-            human_duration(self.latest_retry_s.unwrap_or(0.0))
+            approx_duration(self.latest_retry_s.unwrap_or(0.0))
         ));
         out.push_str(&format!(
             "Keys watched for at least {} count (the horizon this log supports).\n\n",
-            human_duration(self.supported_horizon_s)
+            approx_duration(self.supported_horizon_s)
         ));
         out.push_str("  Time since the first request   Arrived\n");
         for p in &self.retry_cdf {
@@ -1262,7 +1283,7 @@ impl Fit {
         if let Some(b) = &self.beyond_horizon {
             out.push_str(&format!(
                 "  {:<30} {}\n",
-                format!("later than {}", human_duration(self.supported_horizon_s)),
+                format!("later than {}", approx_duration(self.supported_horizon_s)),
                 est(b, &pct)
             ));
         }
