@@ -915,7 +915,7 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         .find(|d| *d > 0.0)
         .unwrap_or(DEFAULT_MIN_DELAY_S);
     let mut retry_max_horizon_s = DEFAULT_MAX_HORIZON_S;
-    let retry_points = latest_counted.filter(|l| *l > 0.0).and_then(|latest| {
+    let retry_points = latest_counted.filter(|l| *l > 0.0).map(|latest| {
         let mut pts: Vec<(f64, f64)> = retry_cdf
             .iter()
             .filter(|p| p.delay_s < latest && p.delay_s > min_delay_s)
@@ -937,7 +937,7 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         if pts.len() < 2 {
             pts.insert(0, (min_delay_s.min(pts[0].0 / 2.0), 0.0));
         }
-        Some(pts)
+        pts
     });
 
     // Sizes: each key's length once, and each key's first 2xx response once.
@@ -1185,7 +1185,6 @@ impl Fit {
             )
         };
         let rate = |v: f64| format!("{}/s", crate::format::significant(v, 4));
-        let pct = |v: f64| percent(v);
         let mut out = format!(
             "Read {} rows from {}: {} keys, {} of arrivals, {} of log{}.\n",
             human_count(self.rows as f64),
@@ -1218,13 +1217,13 @@ impl Fit {
             None => out.push_str("Busiest hour        - (needs a day of arrivals)\n"),
         }
         match &self.timeout_fraction {
-            Some(t) => out.push_str(&format!("Timeout fraction    {}\n", est(t, &pct))),
+            Some(t) => out.push_str(&format!("Timeout fraction    {}\n", est(t, &percent))),
             None => out.push_str("Timeout fraction    -\n"),
         }
         match &self.done_fraction {
             Some(d) => out.push_str(&format!(
                 "Done fraction       {} (timed-out calls later answered by a replay)\n",
-                est(d, &pct)
+                est(d, &percent)
             )),
             None => out.push_str(
                 "Done fraction       - (needs a `replayed` column and timed-out calls answered later)\n",
@@ -1278,13 +1277,17 @@ impl Fit {
         ));
         out.push_str("  Time since the first request   Arrived\n");
         for p in &self.retry_cdf {
-            out.push_str(&format!("  {:<30} {}\n", p.delay, est(&p.arrived, &pct)));
+            out.push_str(&format!(
+                "  {:<30} {}\n",
+                p.delay,
+                est(&p.arrived, &percent)
+            ));
         }
         if let Some(b) = &self.beyond_horizon {
             out.push_str(&format!(
                 "  {:<30} {}\n",
                 format!("later than {}", approx_duration(self.supported_horizon_s)),
-                est(b, &pct)
+                est(b, &percent)
             ));
         }
         if !self.retries_beyond.is_empty() {
