@@ -621,7 +621,7 @@ impl Engine {
 /// runs to kilobytes) fills the rest. Everything is a function of the label row, so a label
 /// found again (the unique-constraint path) gets the very same bytes, and replays stay
 /// byte-identical.
-fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
+pub fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
     use crate::payload::{label_timestamp, response_filler, response_target_bytes};
     let mut body = serde_json::json!({
         "label_id": l.label_id,
