@@ -34,10 +34,21 @@ pub struct EstimateArgs {
     #[arg(long, value_name = "DURATION", default_value = "24h", value_parser = positive_duration)]
     pub retention: Duration,
 
-    /// Stored size of one key record with index overhead, bytes (pass a measured figure if you have one).
-    #[arg(long, value_name = "BYTES", default_value_t = SEED.bytes_per_record)]
+    /// Stored size of one key record with index overhead, bytes (pass a measured figure if you
+    /// have one). Default: key + 32 B hash + response + 144 B overhead, 512 B for the seed's.
+    #[arg(long, value_name = "BYTES")]
     #[arg(allow_negative_numbers = true, value_parser = above_zero)]
-    pub bytes_per_record: f64,
+    pub bytes_per_record: Option<f64>,
+
+    /// Idempotency-key length: a size (36B) or median=SIZE,p99=SIZE; sets the default
+    /// --bytes-per-record.
+    #[arg(long, value_name = "SIZE", default_value = "36B", value_parser = crate::payload::SizeDist::parse)]
+    pub key_bytes: crate::payload::SizeDist,
+
+    /// Saved response size: a size (300B, 2kB) or median=SIZE,p99=SIZE; sets the default
+    /// --bytes-per-record.
+    #[arg(long, value_name = "SIZE", default_value = "300B", value_parser = crate::payload::SizeDist::parse)]
+    pub response_bytes: crate::payload::SizeDist,
 
     /// Share of calls that time out, a fraction like 0.001 or 0.1%.
     #[arg(long, value_name = "FRACTION", default_value_t = SEED.timeout_fraction)]
@@ -243,7 +254,12 @@ impl EstimateArgs {
             rate_per_s: self.rate,
             peak_rate_per_s: self.peak_rate,
             retention_s: self.retention.as_secs_f64(),
-            bytes_per_record: self.bytes_per_record,
+            bytes_per_record: self.bytes_per_record.unwrap_or_else(|| {
+                model::record_bytes(
+                    self.key_bytes.mean_bytes(),
+                    self.response_bytes.mean_bytes(),
+                )
+            }),
             timeout_fraction: self.timeout_fraction,
             done_fraction: self.done_fraction,
             label_price_usd: self.label_price,
@@ -779,6 +795,21 @@ mod tests {
                 .to_string();
             assert!(err.contains(flag) && err.contains(value), "{err}");
         }
+    }
+
+    #[test]
+    fn payload_sizes_set_the_record_size_unless_it_is_given() {
+        let w = Wrapper::try_parse_from(["x", "--response-bytes", "2kB"]).unwrap();
+        assert_eq!(
+            w.args.params().bytes_per_record,
+            36.0 + 32.0 + 2000.0 + 144.0
+        );
+        let w =
+            Wrapper::try_parse_from(["x", "--response-bytes", "2kB", "--bytes-per-record", "700"])
+                .unwrap();
+        assert_eq!(w.args.params().bytes_per_record, 700.0);
+        let err = Wrapper::try_parse_from(["x", "--key-bytes", "huge"]).unwrap_err();
+        assert!(err.to_string().contains("--key-bytes"), "{err}");
     }
 
     #[test]
