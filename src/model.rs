@@ -51,6 +51,9 @@ pub struct ModelParams {
     /// What one parcel left without a label costs, USD. Default $10.00, illustrative: a missed
     /// dispatch means a support contact and often a shipping refund.
     pub unlabelled_parcel_usd: f64,
+    /// Full copies of the store that are paid for. Default 2, a primary and a standby: the
+    /// smallest setup a store that must not forget keys runs on.
+    pub replicas: f64,
 }
 
 /// The seed's values, and the stated defaults for what it does not give.
@@ -65,12 +68,34 @@ pub const SEED: ModelParams = ModelParams {
     carrier_window_s: DAY_S,
     storage_usd_per_gb_month: 0.10,
     unlabelled_parcel_usd: 10.0,
+    replicas: 2.0,
 };
 
 impl Default for ModelParams {
     fn default() -> Self {
         SEED
     }
+}
+
+/// Bytes of the request hash a record keeps (SHA-256).
+pub const HASH_BYTES: f64 = 32.0;
+
+/// Row and index overhead of one record beyond its key, hash and saved response, bytes: what
+/// the seed's ~512 B leaves once its ~36 B key, 32 B hash and ~300 B response are taken out
+/// (512 − 36 − 32 − 300 = 144). A measured figure (`idemcalc simulate`) replaces the whole sum.
+pub const RECORD_OVERHEAD_BYTES: f64 = 144.0;
+
+/// The seed's key length, bytes ("a key of up to ~36 B": a UUID's text).
+pub const SEED_KEY_BYTES: f64 = 36.0;
+
+/// The seed's saved response, bytes ("~300 B saved response").
+pub const SEED_RESPONSE_BYTES: f64 = 300.0;
+
+/// Bytes per record from its parts, so that "bytes per record" means the same thing in the
+/// model, the simulator and the seed: the mean key, the hash, the mean saved response and the
+/// row and index overhead. The seed's parts give its 512 B.
+pub fn record_bytes(key_bytes_mean: f64, response_bytes_mean: f64) -> f64 {
+    key_bytes_mean + HASH_BYTES + response_bytes_mean + RECORD_OVERHEAD_BYTES
 }
 
 /// Accepts `86400` or `"24h"`, so scenario files can be written the way people think.
@@ -162,6 +187,12 @@ pub const INPUTS: &[Input] = &[
         unit: "USD",
         label: "Cost of a parcel left unlabelled",
     },
+    Input {
+        name: "replicas",
+        flag: "--replicas",
+        unit: "copies",
+        label: "Copies of the store paid for",
+    },
 ];
 
 /// An input outside the range where the model means anything.
@@ -176,7 +207,7 @@ pub struct ParamError {
 
 impl ModelParams {
     /// The inputs by name, in [`INPUTS`] order: what the formulas see.
-    pub fn values(&self) -> [(&'static str, f64); 10] {
+    pub fn values(&self) -> [(&'static str, f64); 11] {
         [
             ("rate_per_s", self.rate_per_s),
             ("peak_rate_per_s", self.peak_rate_per_s),
@@ -188,6 +219,7 @@ impl ModelParams {
             ("carrier_window_s", self.carrier_window_s),
             ("storage_usd_per_gb_month", self.storage_usd_per_gb_month),
             ("unlabelled_parcel_usd", self.unlabelled_parcel_usd),
+            ("replicas", self.replicas),
         ]
     }
 
@@ -212,6 +244,7 @@ impl ModelParams {
                 "rate_per_s" | "peak_rate_per_s" | "retention_s" | "bytes_per_record" => {
                     (value > 0.0, "it must be a number above 0")
                 }
+                "replicas" => (value >= 1.0, "it must be 1 or more (a primary alone is 1)"),
                 "timeout_fraction" | "done_fraction" => (
                     (0.0..=1.0).contains(&value),
                     "it must be a fraction from 0 to 1 (e.g. 0.001 or 0.1%)",
@@ -355,12 +388,13 @@ pub const FORMULAS: &[Formula] = &[
         from: &["duplicate_labels_per_day", "label_price_usd"],
     },
     Formula {
-        // A GB-month is a twelfth of a year; storage is billed on the average store, not the peak.
+        // A GB-month is a twelfth of a year; storage is billed on the average store, not the peak,
+        // once for every copy kept.
         name: "storage_cost_per_day",
-        expr: "store_bytes / 1000000000 * storage_usd_per_gb_month * 12 / 365",
+        expr: "store_bytes * replicas / 1000000000 * storage_usd_per_gb_month * 12 / 365",
         unit: "USD/day",
         label: "Storage cost",
-        from: &["store_bytes", "storage_usd_per_gb_month"],
+        from: &["store_bytes", "replicas", "storage_usd_per_gb_month"],
     },
     Formula {
         // Parcels left unlabelled are 0 here: with keys every timed-out call is retried.

@@ -86,7 +86,8 @@ fn real_duplicates_need_done_first_attempt_and_missed_carrier_window() {
 #[test]
 fn storage_cost_is_a_twelfth_of_a_year_per_gb_month() {
     let e = seed_estimate(86_400.0);
-    close(e.storage_cost_per_day, 17.69472 * 0.10 * 12.0 / 365.0);
+    // Two copies (primary and standby) are paid for.
+    close(e.storage_cost_per_day, 17.69472 * 2.0 * 0.10 * 12.0 / 365.0);
     close(
         e.total_cost_per_day,
         e.storage_cost_per_day + e.duplicate_cost_per_day,

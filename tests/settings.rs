@@ -328,6 +328,7 @@ fn zero_is_valid(kind: Kind, typed: bool) -> bool {
         Kind::Fraction => true,
         Kind::Number { min, above_min, .. } => min == 0.0 && !above_min,
         Kind::Count { min, .. } => min == 0,
+        Kind::PerDay => true,
         _ => false,
     }
 }

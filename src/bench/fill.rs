@@ -39,12 +39,20 @@ pub fn body(order_id: i64, weight_g: u32) -> String {
     )
 }
 
-/// The saved 201 body of a completed key, as the engine writes it (canonical JSON).
+/// The saved 201 body of a completed key, as the engine writes it (canonical JSON, padded to
+/// the seed's saved-response size).
 pub fn label_body(label_id: &str, order_id: i64) -> String {
-    format!(
-        r#"{{"cost_cents":{COST_CENTS},"label_id":"{label_id}","label_version":1,"order_id":{order_id},"parcel_no":1,"tracking_no":"{}"}}"#,
-        tracking_no(order_id)
-    )
+    let row = crate::store::LabelRow {
+        label_id: label_id.to_string(),
+        order_id,
+        parcel_no: 1,
+        label_version: 1,
+        tracking_no: tracking_no(order_id),
+        cost_cents: COST_CENTS,
+        created_by_key: key(order_id),
+        caller_id: CALLER.to_string(),
+    };
+    crate::engine::label_body(&row, &crate::payload::SizeDist::seed_response())
 }
 
 pub fn tracking_no(order_id: i64) -> String {
@@ -234,11 +242,17 @@ mod tests {
     fn bodies_are_what_the_engine_writes() {
         let v: serde_json::Value = serde_json::from_str(&body(918273, WEIGHT_G)).unwrap();
         assert_eq!(canonical_json(&v), body(918273, WEIGHT_G));
-        let saved = serde_json::json!({
-            "label_id": "F-7", "order_id": 7, "parcel_no": 1, "label_version": 1,
-            "tracking_no": "GRD000000007", "cost_cents": 600,
-        });
+        let saved: serde_json::Value = serde_json::from_str(&label_body("F-7", 7)).unwrap();
         assert_eq!(canonical_json(&saved), label_body("F-7", 7));
+        for (field, value) in [
+            ("label_id", serde_json::json!("F-7")),
+            ("order_id", serde_json::json!(7)),
+            ("tracking_no", serde_json::json!("GRD000000007")),
+            ("cost_cents", serde_json::json!(600)),
+        ] {
+            assert_eq!(saved[field], value, "{field}");
+        }
+        assert_eq!(label_body("F-7", 7).len(), 300);
     }
 
     #[test]

@@ -8,6 +8,7 @@ use std::io::Write as _;
 use anyhow::Context as _;
 
 use super::Format;
+use crate::decision::{self, DecisionInputs, Recommendation, Targets};
 use crate::format::{
     Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
     thousands, usd,
@@ -23,6 +24,11 @@ pub struct EstimateArgs {
     /// The model's knobs, from the settings table (the same names as `simulate`'s).
     #[command(flatten)]
     pub knobs: Flags<ESTIMATE>,
+
+    /// Decide on our keys alone: count every retry after our purge as a duplicate, even while
+    /// the carrier still knows its derived key.
+    #[arg(long)]
+    pub without_carrier_window: bool,
 
     /// Output: readable tables, or one JSON object.
     #[arg(long, value_enum, default_value_t = Format::Table)]
@@ -56,14 +62,34 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
     let params = settings.model_params(retention_s);
     let dist = settings.retry_delay()?;
     let estimate = model::estimate(&params, &dist);
+    let b = &settings.budgets;
+    let inputs = DecisionInputs {
+        targets: Targets {
+            max_duplicates_per_day: b
+                .max_duplicates_per_day
+                .unwrap_or(decision::DEFAULT_MAX_DUPLICATES_PER_DAY),
+            max_store_gb: b.max_store_gb,
+            max_cost_per_day: b.max_cost_per_day,
+        },
+        bytes_per_record_ci95: None,
+        evidence: None,
+        count_carrier_window: !args.without_carrier_window,
+    };
+    let recommendation = decision::decide(&params, &dist, &inputs)
+        .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))?;
     let text = match args.format {
-        Format::Json => serde_json::to_string_pretty(&estimate)? + "\n",
+        Format::Json => {
+            serde_json::to_string_pretty(&EstimateOutput {
+                estimate: &estimate,
+                decision: &recommendation,
+            })? + "\n"
+        }
         Format::Table => {
             let source = match &settings.retry.cdf {
                 Some(path) => format!("measured, from {}", path.display()),
                 None => "the seed's illustrative table, not measured".to_string(),
             };
-            render_tables(&estimate, &source)
+            render_tables(&estimate, &source) + &render_decision(&recommendation)
         }
     };
     let mut out = std::io::stdout().lock();
@@ -72,6 +98,47 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
         other => Ok(other.context("cannot write to stdout")?),
     }
+}
+
+/// The estimate's JSON: the model's figures, then the decision under `decision`.
+#[derive(serde::Serialize)]
+struct EstimateOutput<'a> {
+    #[serde(flatten)]
+    estimate: &'a Estimate,
+    decision: &'a Recommendation,
+}
+
+/// The decision's sentences, after the sweep.
+pub fn render_decision(r: &Recommendation) -> String {
+    let mut out = String::from("\nDecision\n\n");
+    for note in &r.notes {
+        out.push_str(&wrap(note, 94, "  "));
+    }
+    out
+}
+
+/// Wraps a sentence at `width` columns, each line indented.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
 }
 
 /// Durations in the tables: `24h (86,400 s)` reads both ways.

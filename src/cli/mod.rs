@@ -6,6 +6,8 @@
 
 pub mod bench;
 pub(crate) mod estimate;
+#[cfg(feature = "tables")]
+pub(crate) mod fit;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod simulate;
@@ -49,6 +51,10 @@ pub(crate) enum Command {
     /// Measure the engine's creates per second and latency against a raw-SQL baseline, with or
     /// without group commit, and check the store invariants afterwards.
     Bench(bench::BenchArgs),
+    /// Read request logs (CSV, Parquet, NDJSON) and derive this system's inputs: arrival rate,
+    /// timeout fraction, late-retry distribution, key and response sizes; write them as a
+    /// scenario file.
+    Fit(fit::FitArgs),
 }
 
 /// Exit code for bad input.
@@ -65,6 +71,7 @@ pub fn main() -> i32 {
         Command::Simulate(args) => simulate::run(args),
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args),
+        Command::Fit(args) => fit::run(args),
     };
     match result {
         Ok(code) => code,

@@ -95,7 +95,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&settings)?);
         return Ok(0);
     }
+    if let Some(path) = &settings.traffic.request_log {
+        // Refuse an unknown extension before the simulation runs, not after.
+        crate::fit::log_kind(path)?;
+    }
     let reports = simulate_settings(args, &settings, args.quiet)?;
+    if let Some(path) = &settings.traffic.request_log {
+        write_request_log(&settings, path)?;
+    }
     if let Some(dir) = &args.out {
         for r in &reports {
             let prefix = if reports.len() > 1 {
@@ -138,6 +145,31 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     } else {
         super::EXIT_BUDGET
     })
+}
+
+/// Replays the first retention's first replicate again, on a scratch store, with the request
+/// log on, and writes the log: same seed, so the same requests the first replicate replayed.
+fn write_request_log(settings: &Settings, path: &Path) -> anyhow::Result<()> {
+    let retention_s = settings.retentions().first().copied().unwrap_or(0.0);
+    let cfg = replay::SimConfig {
+        request_log: true,
+        ..settings.sim_config(retention_s)
+    };
+    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
+    let dist = settings.retry_delay()?;
+    let stores = Stores::scratch(StoreOptions {
+        purpose: "log",
+        ..StoreOptions::default()
+    })?;
+    let store = stores.open(crate::run::Slot::default())?;
+    let progress = Progress {
+        tick: &|_| {},
+        interrupted: &INTERRUPTED,
+    };
+    let tallies = replay::run_once(&cfg, &arrivals, &dist, store, 0, &progress)?;
+    crate::fit::write_log(path, &tallies.request_log.rows())?;
+    stores.finish()?;
+    Ok(())
 }
 
 /// Writes the single-page report of this run (`--report FILE`).

@@ -61,6 +61,8 @@ pub struct EngineConfig {
     pub key_scope: KeyScope,
     pub record_placement: RecordPlacement,
     pub carrier_key: CarrierKey,
+    /// Key length and saved-response size: the response is padded to a size drawn for its key.
+    pub payload: crate::payload::PayloadSizes,
 }
 
 impl Default for EngineConfig {
@@ -72,6 +74,7 @@ impl Default for EngineConfig {
             key_scope: KeyScope::PerCaller,
             record_placement: RecordPlacement::SameTransaction,
             carrier_key: CarrierKey::Derived,
+            payload: crate::payload::PayloadSizes::default(),
         }
     }
 }
@@ -434,7 +437,11 @@ impl Engine {
                     created_by_key: a.idem_key.clone(),
                     caller_id: a.caller_id.clone(),
                 };
-                (201, label_body(&row), Some(row))
+                (
+                    201,
+                    label_body(&row, &self.config.payload.response_bytes),
+                    Some(row),
+                )
             }
             CarrierResult::Refused { reason } => {
                 let r = Response::error(
@@ -467,7 +474,7 @@ impl Engine {
                 {
                     // The second line of defence: the parcel already has this label version, so
                     // the existing label is the answer (the carrier may still have billed twice).
-                    body = label_body(&existing);
+                    body = label_body(&existing, &self.config.payload.response_bytes);
                     tx.set_response_body(&a.caller_id, &a.idem_key, &body)?;
                 }
                 if die == Some(DiePoint::InsideTxn2) {
@@ -481,7 +488,7 @@ impl Engine {
                 if let Some(row) = &label {
                     let mut tx = self.store.begin()?;
                     if let Some(existing) = tx.insert_label(row)? {
-                        body = label_body(&existing);
+                        body = label_body(&existing, &self.config.payload.response_bytes);
                     }
                     tx.commit()?;
                 }
@@ -607,14 +614,56 @@ impl Engine {
     }
 }
 
-/// The saved 201 body: what the caller needs to ship the parcel.
-fn label_body(l: &LabelRow) -> String {
-    request::canonical_json(&serde_json::json!({
+/// The saved 201 body: what the caller needs to ship the parcel, as a label API answers it
+/// (label URL, carrier, service, timestamps), at a size drawn for its key from `sizes`.
+///
+/// Fields are added in order of how often real label APIs return them while the body stays
+/// within the target, then `label_data` (an inline label image, the usual reason a response
+/// runs to kilobytes) fills the rest. Everything is a function of the label row, so a label
+/// found again (the unique-constraint path) gets the very same bytes, and replays stay
+/// byte-identical.
+pub fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
+    use crate::payload::{label_timestamp, response_filler, response_target_bytes};
+    let mut body = serde_json::json!({
         "label_id": l.label_id,
         "order_id": l.order_id,
         "parcel_no": l.parcel_no,
         "label_version": l.label_version,
         "tracking_no": l.tracking_no,
         "cost_cents": l.cost_cents,
-    }))
+    });
+    let target = response_target_bytes(&l.created_by_key, l.order_id, sizes);
+    let created_at = label_timestamp(&l.created_by_key, l.order_id);
+    let extras: [(&str, serde_json::Value); 6] = [
+        ("carrier", "ground-co".into()),
+        ("service", "ground".into()),
+        ("currency", "USD".into()),
+        ("created_at", created_at.into()),
+        (
+            "label_url",
+            format!("https://labels.example.com/v1/labels/{}.pdf", l.label_id).into(),
+        ),
+        (
+            "tracking_url",
+            format!("https://track.example.com/{}", l.tracking_no).into(),
+        ),
+    ];
+    let mut text = request::canonical_json(&body);
+    for (name, value) in extras {
+        // `,"name":value` is what adding a field costs.
+        let cost = name.len() + 4 + request::canonical_json(&value).len();
+        if text.len() + cost > target {
+            break;
+        }
+        body[name] = value;
+        text = request::canonical_json(&body);
+    }
+    // `,"label_data":""` costs 16 bytes before any filler.
+    const LABEL_DATA_OVERHEAD: usize = 16;
+    if text.len() + LABEL_DATA_OVERHEAD < target {
+        let len = target - text.len() - LABEL_DATA_OVERHEAD;
+        body["label_data"] = response_filler(&l.created_by_key, l.order_id, len).into();
+        text = request::canonical_json(&body);
+    }
+    text
 }

@@ -84,6 +84,7 @@ mod tests {
             "storage_cost_per_day",
             &[
                 ("store_bytes", 17.694_72e9),
+                ("replicas", 2.0),
                 ("storage_usd_per_gb_month", 0.1),
             ],
         )

@@ -353,7 +353,11 @@ pub fn run_result(
     let storage = map_figure(&sim.store_bytes_steady, model.storage_cost_per_day, |b| {
         model::formula(
             "storage_cost_per_day",
-            &[("store_bytes", b), ("storage_usd_per_gb_month", price)],
+            &[
+                ("store_bytes", b),
+                ("replicas", params.replicas),
+                ("storage_usd_per_gb_month", price),
+            ],
         )
     })
     .map_err(anyhow::Error::msg)?;

@@ -133,6 +133,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         )
     };
     let mut raw: Vec<(&'static str, Raw)> = Vec::new();
+    // `[traffic] retry_delay`, what `idemcalc fit` writes: a structured table, not a knob.
+    let mut fitted: Option<crate::fit::RetrySpec> = None;
     if let Some(seed) = &file.seed {
         raw.push(("seed", raw_of(seed)));
     }
@@ -155,9 +157,32 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             .collect();
         for (key, value) in table {
             let field = format!("{section}.{key}");
+            if field == "traffic.retry_delay" {
+                let spec: crate::fit::RetrySpec =
+                    value.clone().try_into().map_err(|e: toml::de::Error| {
+                        invalid(
+                            locate(text, &field),
+                            None,
+                            field.clone(),
+                            e.message().to_string(),
+                        )
+                    })?;
+                spec.to_retry_delay()
+                    .map_err(|e| invalid(locate(text, &field), None, field.clone(), e))?;
+                fitted = Some(spec);
+                continue;
+            }
             // A table value (`latency = { median = .., p99 = .. }`, `rush = { .. }`) spreads
             // over the knobs of its sub-fields; a plain one is one knob.
             let entries: Vec<(String, &toml::Value)> = match value {
+                // A size distribution's table (`{ median = .., p99 = .. }`) is one knob.
+                toml::Value::Table(_)
+                    if KNOBS.iter().any(|k| {
+                        k.field == Some(field.as_str()) && k.kind == super::knobs::Kind::Size
+                    }) =>
+                {
+                    vec![(field.clone(), value)]
+                }
                 toml::Value::Table(inner) => {
                     if section == "traffic" && key == "rush" && !inner.contains_key("rate") {
                         let line = locate(text, &field);
@@ -205,7 +230,8 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         invalid(line, column, field, e.message)
     };
     let values = Values::check(raw.iter().cloned()).map_err(settings_error)?;
-    let settings = Settings::from_values(&values).map_err(settings_error)?;
+    let mut settings = Settings::from_values(&values).map_err(settings_error)?;
+    settings.retry.fitted = fitted;
 
     let fail = |field: &str, message: String| {
         invalid(locate(text, field), None, field.to_string(), message)

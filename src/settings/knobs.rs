@@ -28,8 +28,13 @@ pub enum Kind {
     /// One of these words; `-` and `_` are interchangeable so flags read `new-per-attempt` and
     /// files `new_per_attempt`.
     Choice(&'static [&'static str]),
+    /// A rate per day: a number, or `1/month`, `2/week`, `5/day`.
+    PerDay,
     /// A file path.
     Path,
+    /// A size distribution (`payload::SizeDist`): `300`, `2kB`, `median=300B,p99=2kB`, or in a
+    /// file `{ median = "300B", p99 = "2kB" }` / `{ histogram = [[bytes, weight], …] }`.
+    Size,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -223,6 +228,36 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Share of calls that time out, like 0.001 or 0.1% (seed: 0.1%).",
         aliases = &["timeout-rate"]
+    ),
+    knob!(
+        "key_bytes",
+        "--key-bytes",
+        Some("traffic.key_bytes"),
+        Kind::Size,
+        Some("36B"),
+        BOTH,
+        "SIZE",
+        "Idempotency-key length: a size (36, 36B) or median=SIZE,p99=SIZE (seed: keys of up to ~36 B)."
+    ),
+    knob!(
+        "response_bytes",
+        "--response-bytes",
+        Some("traffic.response_bytes"),
+        Kind::Size,
+        Some("300B"),
+        BOTH,
+        "SIZE",
+        "Saved 201 response size: a size (300B, 2kB) or median=SIZE,p99=SIZE (seed: ~300 B)."
+    ),
+    knob!(
+        "request_log",
+        "--request-log",
+        None,
+        Kind::Path,
+        None,
+        SIMULATE,
+        "FILE",
+        "Also write the requests the simulator replays (first retention, replicate 1) to this .parquet, .csv or .ndjson file, in the columns `idemcalc fit` reads."
     ),
     knob!(
         "network_loss_fraction",
@@ -509,10 +544,20 @@ pub const KNOBS: &[Knob] = &[
         "--bytes-per-record",
         Some("model.bytes_per_record"),
         above(0.0, 1e6),
-        Some("512"),
+        None,
         BOTH,
         "BYTES",
-        "Stored size of one key record with index overhead, as the model assumes it (the simulator measures its own)."
+        "Stored size of one key record with index overhead, as the model assumes it (default: key + 32 B hash + response + 144 B of row and index overhead, 512 B at the seed's sizes; the simulator measures its own)."
+    ),
+    knob!(
+        "replicas",
+        "--replicas",
+        Some("model.replicas"),
+        at_least(1.0, 100.0),
+        Some("2"),
+        BOTH,
+        "COPIES",
+        "Full copies of the store paid for: a primary and a standby are 2."
     ),
     knob!(
         "storage_usd_per_gb_month",
@@ -592,7 +637,7 @@ pub const KNOBS: &[Knob] = &[
         Some("budgets.max_store_gb"),
         at_least(0.0, 1e9),
         None,
-        FILE_ONLY,
+        ESTIMATE,
         "GB",
         "Steady-state store size budget, decimal GB."
     ),
@@ -600,11 +645,11 @@ pub const KNOBS: &[Knob] = &[
         "max_duplicates_per_day",
         "--max-duplicates-per-day",
         Some("budgets.max_duplicates_per_day"),
-        at_least(0.0, 1e12),
+        Kind::PerDay,
         None,
-        FILE_ONLY,
+        ESTIMATE,
         "LABELS",
-        "Real duplicate labels per day budget."
+        "Real duplicate labels per day budget; for `estimate`, the decision's duplicates target (default: fewer than one a month, 1/30 a day)."
     ),
     knob!(
         "max_cost_per_day",
@@ -612,7 +657,7 @@ pub const KNOBS: &[Knob] = &[
         Some("budgets.max_cost_per_day"),
         at_least(0.0, 1e12),
         None,
-        FILE_ONLY,
+        ESTIMATE,
         "USD",
         "Storage plus duplicate labels budget, USD per day."
     ),
@@ -644,6 +689,7 @@ pub enum Value {
     Count(u64),
     Choice(&'static str),
     Path(std::path::PathBuf),
+    Size(crate::payload::SizeDist),
     List(Vec<Value>),
 }
 
@@ -801,6 +847,38 @@ impl Knob {
                     .find(|w| **w == norm)
                     .map(|w| Value::Choice(w))
                     .ok_or_else(|| unreadable(format!("`{t}` is not one of {}", words.join(", "))))
+            }
+            Kind::PerDay => {
+                let v = match raw {
+                    Raw::Text(t) => crate::decision::parse_per_day(t).map_err(unreadable)?,
+                    Raw::Float(f) => *f,
+                    Raw::Int(i) => *i as f64,
+                    _ => return Err(unreadable(format!("{shown} is not a rate per day"))),
+                };
+                if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
+                    return Err(out_of_range(format!(
+                        "{shown} is out of range: must be at least 0 and at most 1e12 a day"
+                    )));
+                }
+                Ok(Value::Number(v))
+            }
+            Kind::Size => {
+                let parsed = match raw {
+                    Raw::Text(t) => crate::payload::SizeDist::parse(t),
+                    Raw::Int(i) => crate::payload::SizeDist::parse(&i.to_string()),
+                    Raw::Float(f) => crate::payload::SizeDist::parse(&f.to_string()),
+                    Raw::Other(o) => {
+                        #[derive(serde::Deserialize)]
+                        struct Wrap {
+                            v: crate::payload::SizeDist,
+                        }
+                        toml::from_str::<Wrap>(&format!("v = {o}"))
+                            .map(|w| w.v)
+                            .map_err(|e| e.message().to_string())
+                    }
+                    Raw::List(_) => Err(format!("{shown} is not a size")),
+                };
+                parsed.map(Value::Size).map_err(unreadable)
             }
             Kind::Path => match raw {
                 Raw::Text(t) if !t.trim().is_empty() => Ok(Value::Path(t.into())),

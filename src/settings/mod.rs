@@ -168,6 +168,8 @@ pub struct Traffic {
     pub sweep_period_s: f64,
     pub sweep_batch: u32,
     pub series_points: u32,
+    /// Also write the replayed requests here (`--request-log`), for `idemcalc fit`.
+    pub request_log: Option<PathBuf>,
 }
 
 /// A daily rush on top of the base rate: the seed's pre-holiday packing rush.
@@ -187,6 +189,9 @@ pub struct Engine {
     pub key_scope: KeyScope,
     pub record_placement: RecordPlacement,
     pub carrier_key: CarrierKey,
+    /// Key and saved-response sizes: the engine pads its saved body to them, the model's bytes
+    /// per record follow them.
+    pub payload: crate::payload::PayloadSizes,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -204,6 +209,8 @@ pub struct Model {
     /// Sizes the worst-case store; already at least the traffic's own peak.
     pub peak_rate_per_s: f64,
     pub bytes_per_record: f64,
+    /// Full copies of the store paid for (primary plus standbys).
+    pub replicas: f64,
     pub storage_usd_per_gb_month: f64,
     pub unlabelled_parcel_usd: f64,
 }
@@ -212,6 +219,9 @@ pub struct Model {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Retry {
     pub cdf: Option<PathBuf>,
+    /// A distribution fitted from request logs (`[traffic] retry_delay` in a scenario file);
+    /// wins over `cdf` and the seed's table.
+    pub fitted: Option<crate::fit::RetrySpec>,
     pub head: Head,
     pub tail: Tail,
 }
@@ -314,6 +324,14 @@ impl Settings {
             "at_horizon" => Tail::AtHorizon { max_horizon_s },
             _ => Tail::LogLinear { max_horizon_s },
         };
+        let size = |name: &str| match v.get(name) {
+            Some(Value::Size(d)) => d.clone(),
+            _ => unreachable!("{name} has a default"),
+        };
+        let payload = crate::payload::PayloadSizes {
+            key_bytes: size("key_bytes"),
+            response_bytes: size("response_bytes"),
+        };
         let s = Settings {
             seed: v.req_count("seed"),
             traffic: Traffic {
@@ -337,6 +355,10 @@ impl Settings {
                 sweep_period_s: v.req_duration("sweep_period").as_secs_f64(),
                 sweep_batch: to_u32(v.req_count("sweep_batch")),
                 series_points: to_u32(v.req_count("series_points")),
+                request_log: match v.get("request_log") {
+                    Some(Value::Path(p)) => Some(p.clone()),
+                    _ => None,
+                },
             },
             engine: Engine {
                 retentions_s: retentions.iter().map(Duration::as_secs_f64).collect(),
@@ -345,6 +367,7 @@ impl Settings {
                 key_scope: v.choice("key_scope"),
                 record_placement: v.choice("record_placement"),
                 carrier_key: v.choice("carrier_key"),
+                payload: payload.clone(),
             },
             carrier: Carrier {
                 latency,
@@ -355,7 +378,10 @@ impl Settings {
             },
             model: Model {
                 peak_rate_per_s: v.req_number("peak_rate_per_s"),
-                bytes_per_record: v.req_number("bytes_per_record"),
+                bytes_per_record: v
+                    .number("bytes_per_record")
+                    .unwrap_or_else(|| payload.record_bytes()),
+                replicas: v.req_number("replicas"),
                 storage_usd_per_gb_month: v.req_number("storage_usd_per_gb_month"),
                 unlabelled_parcel_usd: v.req_number("unlabelled_parcel_usd"),
             },
@@ -364,6 +390,7 @@ impl Settings {
                     Some(Value::Path(p)) => Some(p.clone()),
                     _ => None,
                 },
+                fitted: None,
                 head,
                 tail,
             },
@@ -438,6 +465,7 @@ impl Settings {
             key_scope: self.engine.key_scope,
             record_placement: self.engine.record_placement,
             carrier_key: self.engine.carrier_key,
+            payload: self.engine.payload.clone(),
         }
     }
 
@@ -462,6 +490,7 @@ impl Settings {
             arrival_s: t.arrival_s,
             sample: t.sample,
             target_ordinary: t.target_intents,
+            request_log: false,
             timeout_boost: None,
             timeout_fraction: t.timeout_fraction,
             network_loss_fraction: t.network_loss_fraction,
@@ -510,6 +539,7 @@ impl Settings {
             carrier_window_s: self.carrier.window_ms as f64 / 1000.0,
             storage_usd_per_gb_month: self.model.storage_usd_per_gb_month,
             unlabelled_parcel_usd: self.model.unlabelled_parcel_usd,
+            replicas: self.model.replicas,
         }
     }
 
@@ -517,6 +547,11 @@ impl Settings {
     /// limit), with the head and tail asked for.
     pub fn retry_delay(&self) -> anyhow::Result<RetryDelay> {
         let r = &self.retry;
+        if let Some(spec) = &r.fitted {
+            return spec
+                .to_retry_delay()
+                .map_err(|e| anyhow::anyhow!("traffic.retry_delay: {e}"));
+        }
         match &r.cdf {
             None => RetryDelay::seed_with(r.head, r.tail).map_err(|e| {
                 anyhow::anyhow!(

@@ -117,6 +117,9 @@ pub struct SimConfig {
     pub seed: u64,
     /// Time-series points to record.
     pub series_points: u32,
+    /// Keep every replayed request in `Tallies::request_log` (`simulate --request-log`).
+    #[serde(skip)]
+    pub request_log: bool,
 }
 
 impl Default for SimConfig {
@@ -149,6 +152,7 @@ impl Default for SimConfig {
             },
             seed: 1,
             series_points: 240,
+            request_log: false,
         }
     }
 }
@@ -515,6 +519,7 @@ pub struct Tallies {
     pub invariant_completed_without_label: u64,
     pub invariant_integrity_ok: bool,
     pub interrupted: bool,
+    pub request_log: crate::fit::RequestLog,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -715,6 +720,9 @@ impl<'a> Replay<'a> {
         self.next_send += 1;
         let id = self.next_send;
         let mut send = Send::new(id, Request::create_label(&caller, Some(&key), &body));
+        self.t
+            .request_log
+            .sent(id, at_ms, &caller, &key, intent.weight);
         send.network_ms = self.cfg.network_ms;
         send.deadline_ms = Some(self.cfg.deadline_ms);
         let fate = match fate {
@@ -830,7 +838,10 @@ impl<'a> Replay<'a> {
             1.0 / self.s_o
         };
         let key = match self.cfg.key_policy {
-            KeyPolicy::Derived => Some(format!("label:{order_id}:1:v1")),
+            KeyPolicy::Derived => Some(crate::payload::derived_key(
+                order_id,
+                &self.cfg.engine.payload.key_bytes,
+            )),
             KeyPolicy::RandomSaved => Some(random_key(&mut self.rng)),
             KeyPolicy::NewPerAttempt => None,
         };
@@ -1023,6 +1034,7 @@ impl<'a> Replay<'a> {
                 at_ms,
                 ..
             } => {
+                self.t.request_log.replied(id, &response);
                 let Some(info) = self.sends.get_mut(&id) else {
                     return;
                 };
@@ -1171,6 +1183,7 @@ pub fn run_once(
         purchases: Vec::new(),
         t: Tallies {
             invariant_replays_identical: true,
+            request_log: crate::fit::RequestLog::new(cfg.request_log),
             ..Tallies::default()
         },
     };
@@ -1381,6 +1394,7 @@ pub fn pool(
             done_fraction: cfg.done_fraction,
             label_price_usd: cfg.carrier.price_cents as f64 / 100.0,
             carrier_window_s: cfg.carrier.window_ms as f64 / 1000.0,
+            bytes_per_record: cfg.engine.payload.record_bytes(),
             ..ModelParams::default()
         },
         dist,

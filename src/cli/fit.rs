@@ -1,0 +1,93 @@
+//! `idemcalc fit LOG…`: request logs in, a scenario file and a summary out.
+
+use std::path::PathBuf;
+
+use anyhow::Context as _;
+
+use super::Format;
+use crate::fit::{self, Columns, FitOptions, TimeUnit};
+
+#[derive(Debug, clap::Args)]
+pub struct FitArgs {
+    /// Request logs: .csv, .parquet or .ndjson (.jsonl), one row per request (docs/fit.md).
+    #[arg(required = true, value_name = "LOG")]
+    pub logs: Vec<PathBuf>,
+    /// Write the fitted scenario here (e.g. my-system.toml); `idemcalc report` runs it as is.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// The scenario's name (default: the --out file's stem).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Column with the time the request was sent: seconds (see --time-unit) or RFC 3339.
+    #[arg(long, default_value = "time")]
+    pub time_column: String,
+    /// Unit of a numeric time column.
+    #[arg(long, value_enum, default_value = "s")]
+    pub time_unit: TimeUnit,
+    /// Column with the caller (tenant); absent means one caller.
+    #[arg(long, default_value = "caller")]
+    pub caller_column: String,
+    /// Column with the idempotency key (its length is the key size).
+    #[arg(long, default_value = "idempotency_key")]
+    pub key_column: String,
+    /// Column with the HTTP status the caller got; 0 or empty when it heard nothing in time.
+    #[arg(long, default_value = "status")]
+    pub status_column: String,
+    /// Column with the response body's size, bytes.
+    #[arg(long, default_value = "response_bytes")]
+    pub response_bytes_column: String,
+    /// Column saying whether the answer was a replay (Idempotent-Replayed); optional.
+    #[arg(long, default_value = "replayed")]
+    pub replayed_column: String,
+    /// Column with how many requests a row stands for (sampled logs); optional, default 1.
+    #[arg(long, default_value = "weight")]
+    pub weight_column: String,
+    /// Output of the summary.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
+    let options = FitOptions {
+        columns: Columns {
+            time: args.time_column.clone(),
+            caller: args.caller_column.clone(),
+            key: args.key_column.clone(),
+            status: args.status_column.clone(),
+            response_bytes: args.response_bytes_column.clone(),
+            replayed: args.replayed_column.clone(),
+            weight: args.weight_column.clone(),
+        },
+        time_unit: args.time_unit,
+    };
+    let started = std::time::Instant::now();
+    let f = fit::fit(&args.logs, &options)?;
+    let elapsed = started.elapsed();
+    if let Some(out) = &args.out {
+        let name = match (&args.name, out.file_stem()) {
+            (Some(n), _) => n.clone(),
+            (None, Some(stem)) => stem.to_string_lossy().into_owned(),
+            (None, None) => "fitted".to_string(),
+        };
+        let text = f.scenario_toml(&name);
+        // What `report` will do with it: refuse now rather than there.
+        crate::scenario::Scenario::parse(out, &text)
+            .context("the fitted scenario does not load (a bug in fit; please report it)")?;
+        std::fs::write(out, text)
+            .with_context(|| format!("{}: cannot write the scenario", out.display()))?;
+    }
+    match args.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&f)?),
+        Format::Table => {
+            print!("{}", f.summary());
+            if let Some(out) = &args.out {
+                println!(
+                    "\nWrote {} ({:.1} s).",
+                    out.display(),
+                    elapsed.as_secs_f64()
+                );
+            }
+        }
+    }
+    Ok(0)
+}

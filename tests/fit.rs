@@ -1,0 +1,230 @@
+//! `idemcalc fit`: the round trip through `simulate --request-log`, and what it says about bad
+//! or repeat-free logs.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use idemcalc::fit::{self, FitOptions};
+use idemcalc::scenario::Scenario;
+use idemcalc::traffic::RetryDelay;
+
+fn idemcalc(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: std::process::Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn path(dir: &Path, name: &str) -> PathBuf {
+    dir.join(name)
+}
+
+/// The simulation's inputs come back out of its own request log, inside their intervals.
+///
+/// Full fidelity (`--sample 1`) at 1 create/s for 12 h: 43,200 keys, 5 % of them timed out
+/// (about 2,200 retries), so every interval is narrow and every retry is followed to its end.
+#[test]
+fn fit_recovers_the_simulations_inputs_from_its_request_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = path(dir.path(), "requests.parquet");
+    let out = path(dir.path(), "fitted.toml");
+    ok(idemcalc(&[
+        "simulate",
+        "--rate",
+        "1",
+        "--retention",
+        "1h",
+        "--duration",
+        "12h",
+        "--sample",
+        "1",
+        "--timeout-rate",
+        "0.05",
+        "--done-fraction",
+        "0.6",
+        "--response-bytes",
+        "median=300B,p99=2kB",
+        "--request-log",
+        log.to_str().unwrap(),
+        "--quiet",
+        "--format",
+        "json",
+    ]));
+    let json = ok(idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    let f: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let inside = |e: &serde_json::Value, truth: f64, what: &str| {
+        let (lo, hi) = (
+            e["ci95_low"].as_f64().unwrap(),
+            e["ci95_high"].as_f64().unwrap(),
+        );
+        assert!(
+            lo <= truth && truth <= hi,
+            "{what}: {truth} outside [{lo}, {hi}]"
+        );
+    };
+    assert_eq!(f["bad_rows"]["total"], 0);
+    inside(&f["rate_per_s"], 1.0, "rate");
+    inside(&f["timeout_fraction"], 0.05, "timeout fraction");
+    inside(&f["done_fraction"], 0.6, "done fraction");
+
+    // The seed's CDF at its own points. Seven intervals at once: each is widened to 99.7 %
+    // (×1.5) so that the test asks "inside its interval" of all seven without a 30 % chance
+    // of one miss by luck.
+    let seed = RetryDelay::seed();
+    let cdf = f["retry_cdf"].as_array().unwrap();
+    for &(t, truth) in &idemcalc::traffic::SEED_POINTS {
+        let p = cdf
+            .iter()
+            .find(|p| p["delay_s"].as_f64() == Some(t))
+            .unwrap_or_else(|| panic!("no CDF point at {t} s"));
+        let a = &p["arrived"];
+        let est = a["estimate"].as_f64().unwrap();
+        let half = (a["ci95_high"].as_f64().unwrap() - a["ci95_low"].as_f64().unwrap()) / 2.0;
+        assert!(
+            (est - truth).abs() <= 1.5 * half.max(1e-9),
+            "CDF at {t} s: {est} ± {half} vs the seed's {truth}"
+        );
+        assert_eq!(seed.cdf(t), truth);
+    }
+
+    // Payload sizes: every derived key is padded to the seed's 36 B; responses are log-normal
+    // with median 300 B and p99 2 kB. 43,200 samples pin the median within a percent or two and
+    // the p99 within a few.
+    assert_eq!(f["key_bytes"]["median_bytes"], 36.0);
+    assert_eq!(f["key_bytes"]["dist"], 36.0);
+    let median = f["response_bytes"]["median_bytes"].as_f64().unwrap();
+    let p99 = f["response_bytes"]["p99_bytes"].as_f64().unwrap();
+    assert!((median / 300.0 - 1.0).abs() < 0.03, "median {median}");
+    assert!((p99 / 2000.0 - 1.0).abs() < 0.08, "p99 {p99}");
+
+    // The written scenario loads and carries what was fitted.
+    let s = Scenario::load(&out).unwrap();
+    let t = &s.settings.traffic;
+    assert!((t.rate_per_s - f["rate_per_s"]["estimate"].as_f64().unwrap()).abs() < 1e-4);
+    assert!((t.timeout_fraction - 0.05).abs() < 0.01);
+    let fitted = s.settings.retry_delay().unwrap();
+    assert!((fitted.cdf(3_600.0) - 0.94).abs() < 0.02);
+    let evidence = s
+        .settings
+        .retry
+        .fitted
+        .as_ref()
+        .unwrap()
+        .evidence()
+        .unwrap();
+    assert_eq!(evidence.retries, f["retries"].as_u64().unwrap());
+}
+
+#[test]
+fn bad_rows_are_counted_and_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = path(dir.path(), "log.csv");
+    std::fs::write(
+        &log,
+        "time,caller,idempotency_key,status,response_bytes\n\
+         0,a,k1,201,300\n\
+         1.5,a,k2,,\n\
+         yesterday,a,k3,201,300\n\
+         3,a,,201,300\n\
+         4,a,k4,abc,300\n\
+         2026-09-30T00:00:05Z,a,k5,201,-3\n\
+         60,a,k2,201,300\n\
+         100,b,k1,201,310\n",
+    )
+    .unwrap();
+    let f = fit::fit(std::slice::from_ref(&log), &FitOptions::default()).unwrap();
+    assert_eq!(f.rows, 8);
+    assert_eq!(f.bad_rows.total, 4);
+    assert_eq!(f.bad_rows.reasons.len(), 4, "{:?}", f.bad_rows.reasons);
+    assert!(
+        f.bad_rows.examples[0]
+            .ends_with("log.csv: row 3: time: missing, or neither a number nor an RFC 3339 time"),
+        "{:?}",
+        f.bad_rows.examples
+    );
+    // Keys are per caller: (a,k1), (a,k2), (b,k1); k2 timed out and came back after 58.5 s.
+    assert_eq!(f.keys, 3);
+    assert_eq!(f.retries, 1);
+    assert_eq!(f.latest_retry_s, Some(58.5));
+    let t = f.timeout_fraction.unwrap();
+    assert!((t.estimate - 1.0 / 3.0).abs() < 1e-12);
+    let text = f.summary();
+    assert!(text.contains("Bad rows, left out: 4"), "{text}");
+}
+
+#[test]
+fn a_log_without_repeats_says_so_and_keeps_the_seeds_distribution() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = path(dir.path(), "log.ndjson");
+    let lines: String = (0..50)
+        .map(|i| {
+            format!(
+                "{{\"time\":{},\"caller\":\"c\",\"idempotency_key\":\"key-{i}\",\"status\":201,\"response_bytes\":{}}}\n",
+                i * 10,
+                250 + i
+            )
+        })
+        .collect();
+    std::fs::write(&log, lines).unwrap();
+    let out = path(dir.path(), "none.toml");
+    let text = ok(idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    assert!(text.contains("No key repeats in this log"), "{text}");
+    let s = Scenario::load(&out).unwrap();
+    assert!(s.settings.retry.fitted.is_none());
+    assert_eq!(s.settings.retry_delay().unwrap(), RetryDelay::seed());
+    // 50 keys over 490 s.
+    assert!((s.settings.traffic.rate_per_s - 50.0 / 490.0).abs() < 1e-6);
+}
+
+#[test]
+fn unreadable_logs_name_the_file_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = path(dir.path(), "log.csv");
+    std::fs::write(&log, "ts,key\n1,a\n5,b\n").unwrap();
+    let out = idemcalc(&["fit", log.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("log.csv") && err.contains("no column `time`"),
+        "{err}"
+    );
+    assert!(err.contains("--time-column"), "{err}");
+    // Renamed by flags, the same file reads.
+    let text = ok(idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--time-column",
+        "ts",
+        "--key-column",
+        "key",
+    ]));
+    assert!(text.contains("Read 2 rows"), "{text}");
+
+    let weird = path(dir.path(), "log.xlsx");
+    std::fs::write(&weird, "x").unwrap();
+    let out = idemcalc(&["fit", weird.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("log.xlsx: unknown log format"));
+}
