@@ -18,6 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
+#[cfg(feature = "tables")]
 use polars::prelude::{DataFrame, DataType, Series};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -430,6 +431,7 @@ impl<'o> Reader<'o> {
         });
     }
 
+    #[cfg(feature = "tables")]
     fn read_frame(&mut self, path: &Path, df: &DataFrame) -> Result<(), FitError> {
         let c = &self.options.columns;
         let names = [
@@ -513,6 +515,7 @@ impl<'o> Reader<'o> {
         Ok(())
     }
 
+    #[cfg(feature = "tables")]
     fn read_csv(&mut self, path: &Path) -> Result<(), FitError> {
         use polars_io::prelude::{CsvReadOptions, SerReader as _};
         // Every column as text: a malformed cell becomes one bad row instead of failing the
@@ -526,6 +529,25 @@ impl<'o> Reader<'o> {
         self.read_frame(path, &df)
     }
 
+    /// Without the `tables` feature (a build without polars, such as the fuzz targets') only
+    /// NDJSON logs can be read.
+    #[cfg(not(feature = "tables"))]
+    fn read_csv(&mut self, path: &Path) -> Result<(), FitError> {
+        Err(file_err(
+            path,
+            "this build has no CSV reader (the `tables` feature is off)",
+        ))
+    }
+
+    #[cfg(not(feature = "tables"))]
+    fn read_parquet(&mut self, path: &Path) -> Result<(), FitError> {
+        Err(file_err(
+            path,
+            "this build has no Parquet reader (the `tables` feature is off)",
+        ))
+    }
+
+    #[cfg(feature = "tables")]
     fn read_parquet(&mut self, path: &Path) -> Result<(), FitError> {
         use polars_io::prelude::{ParquetReader, SerReader as _};
         let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
@@ -1375,8 +1397,6 @@ impl RequestLog {
 /// Writes request-log rows as Parquet, CSV or NDJSON, by the file's extension, with the
 /// columns `fit` reads by default.
 pub fn write_log(path: &Path, rows: &[LogRow]) -> Result<(), FitError> {
-    use polars::df;
-    use polars_io::prelude::{CsvWriter, ParquetWriter, SerWriter as _};
     let err = |e: &dyn std::fmt::Display| file_err(path, e.to_string());
     let fmt = kind(path)?;
     if fmt == "ndjson" {
@@ -1387,6 +1407,15 @@ pub fn write_log(path: &Path, rows: &[LogRow]) -> Result<(), FitError> {
         }
         return std::fs::write(path, text).map_err(|e| err(&e));
     }
+    write_table(path, fmt, rows)
+}
+
+/// CSV and Parquet logs, through polars.
+#[cfg(feature = "tables")]
+fn write_table(path: &Path, fmt: &str, rows: &[LogRow]) -> Result<(), FitError> {
+    use polars::df;
+    use polars_io::prelude::{CsvWriter, ParquetWriter, SerWriter as _};
+    let err = |e: &dyn std::fmt::Display| file_err(path, e.to_string());
     let mut frame = df!(
         "time" => rows.iter().map(|r| r.time).collect::<Vec<_>>(),
         "caller" => rows.iter().map(|r| r.caller.clone()).collect::<Vec<_>>(),
@@ -1406,6 +1435,14 @@ pub fn write_log(path: &Path, rows: &[LogRow]) -> Result<(), FitError> {
             .map(|_| ())
             .map_err(|e| err(&e))
     }
+}
+
+#[cfg(not(feature = "tables"))]
+fn write_table(path: &Path, _fmt: &str, _rows: &[LogRow]) -> Result<(), FitError> {
+    Err(file_err(
+        path,
+        "this build writes NDJSON logs only (the `tables` feature is off)",
+    ))
 }
 
 #[cfg(test)]

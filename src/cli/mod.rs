@@ -6,7 +6,6 @@
 
 pub mod bench;
 pub(crate) mod estimate;
-#[cfg(feature = "tables")]
 pub(crate) mod fit;
 pub(crate) mod report;
 pub(crate) mod scenario;
