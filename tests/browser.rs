@@ -99,6 +99,14 @@ fn text_of(dom: &str, id: &str) -> Option<String> {
     Some(dom[open_end..close].trim().to_string())
 }
 
+/// The model JSON the page embeds for its script.
+fn embedded_model(html: &str) -> serde_json::Value {
+    let marker = "<script type=\"application/json\" id=\"idemcalc-model\">";
+    let start = html.find(marker).expect("the embedded model") + marker.len();
+    let end = start + html[start..].find("</script>").unwrap();
+    serde_json::from_str(&html[start..end]).unwrap()
+}
+
 /// Console messages from the page: the page never logs when all is well.
 fn console_lines(stderr: &str) -> Vec<&str> {
     stderr
@@ -146,17 +154,19 @@ fn moving_the_retention_recomputes_the_store_size() {
         .unwrap();
     assert!(status.success());
 
-    // What the page starts from, and what Rust says the store is at 3 days.
+    // What the page starts from (the decision's scenario at its measured bytes per record, as
+    // embedded in the page), and what Rust says the store is at 3 days.
+    let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+    let base: ModelParams = serde_json::from_value(embedded_model(&html)["base"].clone()).unwrap();
     let summary: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.join("summary.json")).unwrap()).unwrap();
-    // The page starts from the first simulated scenario (file order).
-    let first_run = summary["scenarios"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find_map(|s| s["runs"].as_array().and_then(|r| r.first()))
-        .expect("a simulated run");
-    let base: ModelParams = serde_json::from_value(first_run["model"]["params"].clone()).unwrap();
+    assert_eq!(
+        base.bytes_per_record,
+        summary["decision"]["recommendation"]["bytes_per_record"]
+            .as_f64()
+            .unwrap(),
+        "the what-if panel starts from the measured bytes per record"
+    );
     let at_start = model::estimate(&base, &RetryDelay::seed());
     let moved = model::estimate(
         &ModelParams {
@@ -230,4 +240,392 @@ fn moving_the_retention_recomputes_the_store_size() {
     );
     eprintln!("browser test screenshot: {}", shot.display());
     println!("browser test screenshot: {}", shot.display());
+}
+
+// ---- The page as people use it, through ChromeDriver (WebDriver over plain HTTP). ----
+
+/// A WebDriver session on a ChromeDriver child process; both end when it drops.
+struct Driver {
+    child: std::process::Child,
+    port: u16,
+    session: String,
+}
+
+fn find_chromedriver() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CHROMEDRIVER") {
+        return Some(PathBuf::from(p));
+    }
+    ["/usr/bin/chromedriver", "/usr/lib/chromium/chromedriver"]
+        .iter()
+        .map(PathBuf::from)
+        .find(|p| p.is_file())
+}
+
+/// One HTTP/1.1 request with a JSON body; returns the JSON `value` of the answer.
+fn http(
+    port: u16,
+    method: &str,
+    path: &str,
+    body: Option<&serde_json::Value>,
+) -> serde_json::Value {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("chromedriver");
+    stream.set_read_timeout(Some(BROWSER_TIMEOUT)).unwrap();
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .unwrap();
+    // Read the head, then exactly Content-Length bytes: ChromeDriver keeps the connection open.
+    let mut raw = Vec::new();
+    let mut buf = [0u8; 8192];
+    let head_end = loop {
+        if let Some(i) = raw.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+        let n = stream.read(&mut buf).expect("an answer from chromedriver");
+        assert!(n > 0, "chromedriver closed the connection");
+        raw.extend_from_slice(&buf[..n]);
+    };
+    let head = String::from_utf8_lossy(&raw[..head_end]).to_ascii_lowercase();
+    let length: usize = head
+        .lines()
+        .find_map(|l| l.strip_prefix("content-length:"))
+        .and_then(|v| v.trim().parse().ok())
+        .expect("a Content-Length");
+    while raw.len() < head_end + length {
+        let n = stream.read(&mut buf).expect("the rest of the answer");
+        assert!(n > 0, "chromedriver closed the connection early");
+        raw.extend_from_slice(&buf[..n]);
+    }
+    let payload = String::from_utf8_lossy(&raw[head_end..head_end + length]).into_owned();
+    let v: serde_json::Value = serde_json::from_str(&payload)
+        .unwrap_or_else(|e| panic!("{method} {path}: {e}: {payload}"));
+    if let Some(err) = v["value"].get("error") {
+        panic!("{method} {path}: {err}: {}", v["value"]["message"]);
+    }
+    v["value"].clone()
+}
+
+impl Driver {
+    fn start(chromium: &Path, chromedriver: &Path, width: u32, height: u32) -> Driver {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let child = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start chromedriver");
+        let started = Instant::now();
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            assert!(
+                started.elapsed() < BROWSER_TIMEOUT,
+                "chromedriver did not start"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let caps = serde_json::json!({"capabilities": {"alwaysMatch": {
+            "browserName": "chrome",
+            "goog:chromeOptions": {
+                "binary": chromium,
+                "args": ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                         format!("--window-size={width},{height}")],
+            }
+        }}});
+        let v = http(port, "POST", "/session", Some(&caps));
+        let session = v["sessionId"].as_str().expect("a session").to_string();
+        Driver {
+            child,
+            port,
+            session,
+        }
+    }
+
+    fn cmd(&self, method: &str, path: &str, body: serde_json::Value) -> serde_json::Value {
+        let path = format!("/session/{}{path}", self.session);
+        let body = (method == "POST").then_some(body);
+        http(self.port, method, &path, body.as_ref())
+    }
+
+    fn go(&self, url: &str) {
+        self.cmd("POST", "/url", serde_json::json!({ "url": url }));
+    }
+
+    fn js(&self, script: &str) -> serde_json::Value {
+        self.cmd(
+            "POST",
+            "/execute/sync",
+            serde_json::json!({ "script": script, "args": [] }),
+        )
+    }
+
+    fn set_width(&self, width: u32, height: u32) {
+        self.cmd(
+            "POST",
+            "/window/rect",
+            serde_json::json!({ "width": width, "height": height }),
+        );
+    }
+
+    /// Sends keys to the focused element, the way a keyboard does.
+    fn keys(&self, keys: &str) {
+        let actions: Vec<serde_json::Value> = keys
+            .chars()
+            .flat_map(|c| {
+                [
+                    serde_json::json!({"type": "keyDown", "value": c.to_string()}),
+                    serde_json::json!({"type": "keyUp", "value": c.to_string()}),
+                ]
+            })
+            .collect();
+        self.cmd(
+            "POST",
+            "/actions",
+            serde_json::json!({"actions": [{"type": "key", "id": "kbd", "actions": actions}]}),
+        );
+    }
+}
+
+impl Drop for Driver {
+    fn drop(&mut self) {
+        let _ = std::panic::catch_unwind(|| {
+            http(
+                self.port,
+                "DELETE",
+                &format!("/session/{}", self.session),
+                None,
+            )
+        });
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Layout problems at the current width: elements wider than the viewport (outside a
+/// container that scrolls them) and visible text smaller than 9 px, as rendered (SVG text is
+/// scaled by its drawing).
+const LAYOUT_CHECK: &str = r#"
+var vw = document.documentElement.clientWidth, problems = [];
+if (document.documentElement.scrollWidth > vw + 1) problems.push("page scrolls sideways: " + document.documentElement.scrollWidth + " > " + vw);
+function scrolls(e) {
+  for (var p = e.parentElement; p; p = p.parentElement) {
+    var o = getComputedStyle(p).overflowX;
+    if (o === "auto" || o === "scroll" || o === "hidden") return true;
+  }
+  return false;
+}
+function hidden(e) {
+  for (var p = e; p && p.nodeType === 1; p = p.parentElement) {
+    var cs = getComputedStyle(p);
+    if (cs.display === "none" || cs.visibility === "hidden") return true;
+    if (p.classList && p.classList.contains("sr-only")) return true;
+    if (p.tagName === "DETAILS" && !p.open && p !== e && !(e.tagName === "SUMMARY" || e.closest("summary"))) return true;
+  }
+  return false;
+}
+document.querySelectorAll("body *").forEach(function (e) {
+  if (hidden(e)) return;
+  var r = e.getBoundingClientRect();
+  if (r.width > 0 && r.right > vw + 1 && !scrolls(e)) problems.push("wider than the viewport: <" + e.tagName.toLowerCase() + " id=" + e.id + " class=" + e.getAttribute("class") + "> right " + Math.round(r.right));
+  var own = Array.prototype.some.call(e.childNodes, function (n) { return n.nodeType === 3 && n.textContent.trim(); });
+  if (!own || r.width === 0) return;
+  var size = parseFloat(getComputedStyle(e).fontSize);
+  var svg = e.closest && e.closest("svg");
+  if (svg && svg.viewBox && svg.viewBox.baseVal && svg.viewBox.baseVal.width) {
+    size = parseFloat(e.getAttribute("font-size") || size) * svg.getBoundingClientRect().width / svg.viewBox.baseVal.width;
+  }
+  if (size < 9) problems.push("text at " + size.toFixed(1) + " px: " + e.textContent.trim().slice(0, 40));
+});
+return problems.slice(0, 20);
+"#;
+
+#[test]
+fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
+    let (Some(chromium), Some(chromedriver)) = (find_chromium(), find_chromedriver()) else {
+        if std::env::var_os("CI").is_some() {
+            panic!(
+                "chromium and chromedriver must be installed in CI (apt-get install chromium chromium-driver)"
+            );
+        }
+        eprintln!(
+            "SKIPPED the page test: chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    // Two sizing scenarios, a failure demonstration and a timeline, with a baseline.
+    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report");
+    let before = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report-before");
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_dir_all(&before);
+    let scenarios = tempfile::tempdir().unwrap();
+    let small = |name: &str, seed: u64, extra: &str| {
+        format!(
+            "name = \"{name}\"\nseed = {seed}\n[engine]\nretention = \"1h\"\n{extra}[traffic]\nrate = 400\nduration = \"3h\"\ntarget = 300\nseries_points = 60\n[model]\npeak_rate = 2000\n[budgets]\nmax_store_gb = 25\nmax_duplicates_per_day = 300\nmax_cost_per_day = 2000\n"
+        )
+    };
+    std::fs::write(
+        scenarios.path().join("a-small.toml"),
+        small("a-small", 5, ""),
+    )
+    .unwrap();
+    std::fs::write(
+        scenarios.path().join("b-small.toml"),
+        small("b-small", 6, ""),
+    )
+    .unwrap();
+    std::fs::write(
+        scenarios.path().join("c-short-lease.toml"),
+        small("c-short-lease", 7, "lease = \"1s\"\n"),
+    )
+    .unwrap();
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lease-takeover.toml"),
+        scenarios.path().join("lease-takeover.toml"),
+    )
+    .unwrap();
+    for (dir, extra) in [(&before, None), (&out, Some(before.join("summary.json")))] {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["report", "--quiet", "--scenarios"])
+            .arg(scenarios.path())
+            .arg("--out")
+            .arg(dir);
+        if let Some(b) = extra {
+            cmd.arg("--baseline").arg(b);
+        }
+        assert!(cmd.status().unwrap().success());
+    }
+    let url = format!(
+        "file://{}",
+        out.join("index.html").canonicalize().unwrap().display()
+    );
+
+    let d = Driver::start(&chromium, &chromedriver, 1440, 1000);
+    d.go(&url);
+    assert_eq!(d.js("return document.body.getAttribute('data-ready')"), "1");
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
+
+    // Above the fold: the decision, with its store size, duplicates and cost.
+    let fold = d.js(
+        "var r = document.getElementById('decision').getBoundingClientRect(); return [r.top, r.bottom, window.innerHeight];",
+    );
+    assert!(
+        fold[1].as_f64().unwrap() <= fold[2].as_f64().unwrap(),
+        "the decision must be above the fold at 1440 px: {fold}"
+    );
+    let cards = d.js("return Array.from(document.querySelectorAll('#decision .card .label')).map(e => e.textContent)");
+    assert_eq!(cards.as_array().unwrap().len(), 4, "{cards}");
+    // The comparison with the baseline is on the page.
+    assert!(
+        d.js("return document.querySelectorAll('#comparison tbody tr').length")
+            .as_u64()
+            .unwrap()
+            >= 4
+    );
+
+    // Layout at desktop and phone widths.
+    for (w, h) in [(1440, 1000), (390, 844)] {
+        d.set_width(w, h);
+        d.js("window.dispatchEvent(new Event('resize')); return 1");
+        let problems = d.js(LAYOUT_CHECK);
+        assert_eq!(
+            problems.as_array().unwrap().len(),
+            0,
+            "at {w} px: {problems:#}"
+        );
+    }
+    d.set_width(1440, 1000);
+
+    // Keyboard: the tabs of a tab list move with the arrow keys, Home and End.
+    let tabs = d
+        .js("return Array.from(document.querySelectorAll('#scenarios [role=tab]')).map(t => t.id)");
+    let tabs: Vec<String> = tabs
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(tabs.len(), 2, "two sizing scenarios: {tabs:?}");
+    d.js(&format!(
+        "document.getElementById('{}').focus(); return 1",
+        tabs[0]
+    ));
+    d.keys("\u{E014}"); // ArrowRight
+    assert_eq!(d.js("return document.activeElement.id"), tabs[1].as_str());
+    assert_eq!(
+        d.js(&format!(
+            "return document.getElementById('{}').getAttribute('aria-selected')",
+            tabs[1]
+        )),
+        "true"
+    );
+    assert_eq!(
+        d.js("return getComputedStyle(document.getElementById('sc-b-small')).display"),
+        "block"
+    );
+    assert_eq!(
+        d.js("return getComputedStyle(document.getElementById('sc-a-small')).display"),
+        "none"
+    );
+    d.keys("\u{E011}"); // Home
+    assert_eq!(d.js("return document.activeElement.id"), tabs[0].as_str());
+    // Each chart's values are in a table a keyboard reaches.
+    assert!(
+        d.js("return document.querySelectorAll('details.data table').length")
+            .as_u64()
+            .unwrap()
+            >= 3
+    );
+
+    // The URL fragment: moving controls and tabs writes it; opening it restores the view.
+    d.js("var c = document.getElementById('ctl-replicas'); c.value = String(Number(c.value) + 1); c.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    d.js("var c = document.getElementById('ctl-retention_s'); c.value = String(Number(c.value) + 2); c.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    d.js(&format!(
+        "document.getElementById('{}').click(); return 1",
+        tabs[1]
+    ));
+    let hash = d.js("return location.hash").as_str().unwrap().to_string();
+    assert!(hash.contains("replicas=3"), "{hash}");
+    assert!(hash.contains("scenario=b-small"), "{hash}");
+    let view = "return [document.getElementById('val-replicas').textContent, document.getElementById('val-retention_s').textContent, document.getElementById('out-store_bytes').textContent, document.getElementById('out-decision').textContent, document.getElementById('tab-sc-b-small').getAttribute('aria-selected')]";
+    let shown = d.js(view);
+    d.go("about:blank");
+    d.go(&format!("{url}{hash}"));
+    assert_eq!(d.js(view), shown, "the link {hash} must reproduce the view");
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
+
+    // Print: every scenario shows, the controls do not.
+    d.cmd(
+        "POST",
+        "/goog/cdp/execute",
+        serde_json::json!({"cmd": "Emulation.setEmulatedMedia", "params": {"media": "print"}}),
+    );
+    let printed = d.js(
+        "return [Array.from(document.querySelectorAll('.scenario')).filter(e => getComputedStyle(e).display === 'none').length, getComputedStyle(document.getElementById('controls')).display, document.querySelectorAll('.scenario').length]",
+    );
+    assert_eq!(printed[0], 0, "every scenario prints: {printed}");
+    assert_eq!(printed[1], "none", "controls do not print: {printed}");
+    assert_eq!(printed[2], 4, "{printed}");
+
+    // Screenshots for a person, and for the README.
+    drop(d);
+    let profile = tempfile::tempdir().unwrap();
+    for (name, size) in [("page-1440.png", "1440,2400"), ("page-390.png", "390,2400")] {
+        let shot = out.join(name);
+        run_browser(
+            &chromium,
+            profile.path(),
+            &[
+                format!("--screenshot={}", shot.display()),
+                format!("--window-size={size}"),
+                url.clone(),
+            ],
+        );
+        assert!(shot.is_file(), "no screenshot {name}");
+        println!("screenshot: {}", shot.display());
+    }
 }

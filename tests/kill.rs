@@ -131,19 +131,20 @@ impl Found {
 
 /// The checks, in SQL written here rather than the store's own `invariants()`, so the harness
 /// does not trust the code it checks.
+/// SQLite stores the state as 0 (started) or 1 (completed); PostgreSQL by name.
 const SQLITE_CHECKS: &str = "
 SELECT
   (SELECT count(*) FROM labels),
-  (SELECT count(*) FROM idempotency_keys WHERE state = 'completed'),
+  (SELECT count(*) FROM idempotency_keys WHERE state = 1),
   (SELECT count(*) FROM (SELECT 1 FROM labels GROUP BY order_id, parcel_no, label_version
                           HAVING count(*) > 1)),
   (SELECT count(*) FROM idempotency_keys k
-    WHERE k.state = 'completed' AND k.response_status = 201
+    WHERE k.state = 1 AND k.response_status = 201
       AND NOT EXISTS (SELECT 1 FROM labels l
                        WHERE l.label_id = json_extract(k.response_body, '$.label_id'))),
   (SELECT count(*) FROM labels l
     WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys k
-                       WHERE k.idem_key = l.created_by_key AND k.state = 'completed'))";
+                       WHERE k.idem_key = l.created_by_key AND k.state = 1))";
 
 fn check_sqlite(path: &Path) -> Found {
     // Opening replays the WAL the killed process left, as the next run's open would.

@@ -97,7 +97,18 @@ fn writes_every_file_and_the_same_json_twice() {
     );
 
     let json: serde_json::Value = serde_json::from_slice(&j1).unwrap();
-    assert_eq!(json["schema_version"], 1);
+    assert_eq!(json["schema_version"], 2);
+    assert_eq!(json["scenarios"][0]["kind"], "sizing");
+    assert_eq!(json["scenarios"][1]["kind"], "timeline");
+    // The headline decision is the first sizing scenario's, at its measured bytes per record.
+    assert_eq!(json["decision"]["scenario"], "a");
+    let measured = json["scenarios"][0]["runs"][0]["figures"]["bytes_per_record"]["estimate"]
+        .as_f64()
+        .unwrap();
+    assert_eq!(
+        json["decision"]["recommendation"]["bytes_per_record"].as_f64(),
+        Some(measured)
+    );
     assert_eq!(json["scenarios"][0]["name"], "a");
     assert_eq!(
         json["scenarios"][0]["runs"][0]["verdicts"][0]["status"],
@@ -120,6 +131,18 @@ fn writes_every_file_and_the_same_json_twice() {
     let md = std::fs::read_to_string(out1.path().join("summary.md")).unwrap();
     assert!(md.contains("| a | 400/s | 1h |"), "{md}");
     assert!(md.contains("All 1 budget checks hold"), "{md}");
+    // The job summary leads with the decision, explains its marks and keeps timelines apart.
+    let decision_at = md
+        .find("### Recommended retention")
+        .or_else(|| md.find("### No retention meets"))
+        .expect("a decision");
+    assert!(decision_at < md.find("### Sizing runs").unwrap(), "{md}");
+    assert!(md.contains("Legend: ✅ holds"), "{md}");
+    assert!(md.contains("### Timelines\n"), "{md}");
+    assert!(
+        !md.contains("| timeline |"),
+        "no timeline row among the sizing rows: {md}"
+    );
 }
 
 #[test]
@@ -154,6 +177,134 @@ fn a_broken_budget_exits_1_after_writing_everything() {
     assert_eq!(json["broken_budgets"][0]["budget"], "max_store_gb");
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("2 of 3 budget checks broken"));
+    // CI reads each breach with its interval and how far past the limit it is.
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    let line = md
+        .lines()
+        .find(|l| l.starts_with("- ❌ tight (1h): max_store_gb:"))
+        .unwrap_or_else(|| panic!("no breach line in {md}"));
+    assert!(
+        line.contains("(95%: ") && line.contains("over by"),
+        "{line}"
+    );
+}
+
+/// A failure demonstration is not a sizing run: it has its own table in `summary.md`, its own
+/// section on the page, and no decision.
+#[test]
+fn failure_demonstrations_stand_apart() {
+    let failure = tiny("short-lease", 4, "").replace("[engine]\n", "[engine]\nlease = \"1s\"\n");
+    let dir = dir_with(&[("a.toml", tiny("a", 1, "")), ("b.toml", failure)]);
+    let out = tempfile::tempdir().unwrap();
+    let r = report(dir.path(), out.path());
+    assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
+    assert_eq!(json["scenarios"][1]["kind"], "failure");
+    assert!(json["scenarios"][1]["decision"].is_null());
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    let failures = md
+        .find("### Failure demonstrations")
+        .expect("a failure table");
+    assert!(
+        md[failures..].contains("| short-lease | `lease = 1s` |"),
+        "{md}"
+    );
+    assert!(!md[..failures].contains("| short-lease |"), "{md}");
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(html.contains("id=\"demonstrations\""));
+}
+
+fn report_with(scenarios: &Path, out: &Path, extra: &[&str]) -> Run {
+    let o = Command::new(BIN)
+        .args(["report", "--quiet", "--scenarios"])
+        .arg(scenarios)
+        .arg("--out")
+        .arg(out)
+        .args(extra)
+        .output()
+        .unwrap();
+    Run {
+        code: o.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&o.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&o.stderr).into_owned(),
+    }
+}
+
+/// `report --baseline`: another seed changes nothing real; a doubled response size changes
+/// the store, which `max_store_growth` then refuses.
+#[test]
+fn a_baseline_comparison_marks_only_real_changes() {
+    let before = tempfile::tempdir().unwrap();
+    let dir = dir_with(&[("a.toml", tiny("a", 1, ""))]);
+    let r = report_with(dir.path(), before.path(), &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let baseline = before.path().join("summary.json");
+
+    let reseeded = dir_with(&[("a.toml", tiny("a", 2, ""))]);
+    let out = tempfile::tempdir().unwrap();
+    let r = report_with(
+        reseeded.path(),
+        out.path(),
+        &["--baseline", baseline.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
+    let changes = json["comparison"]["changes"].as_array().unwrap();
+    assert!(changes.len() >= 4);
+    assert!(
+        changes.iter().all(|c| c["real"] == false),
+        "another seed is not a change: {changes:#?}"
+    );
+
+    let doubled = tiny("a", 2, "max_store_growth = 0.10")
+        .replace("[traffic]\n", "[traffic]\nresponse_bytes = \"600B\"\n");
+    let bigger = dir_with(&[("a.toml", doubled)]);
+    let out = tempfile::tempdir().unwrap();
+    let r = report_with(
+        bigger.path(),
+        out.path(),
+        &["--baseline", baseline.to_str().unwrap()],
+    );
+    assert_eq!(
+        r.code, 1,
+        "the store grew past max_store_growth\n{}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("max_store_growth"), "{}", r.stderr);
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
+    let store = json["comparison"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["figure"] == "store_bytes")
+        .unwrap();
+    assert_eq!(store["real"], true, "{store:#?}");
+    assert!(store["relative"].as_f64().unwrap() > 0.3, "{store:#?}");
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(md.contains("### Against the baseline"), "{md}");
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    assert!(html.contains("id=\"comparison\""));
+
+    // A missing or foreign baseline is a clear error naming the flag or the file.
+    let r = report_with(
+        dir.path(),
+        out.path(),
+        &["--baseline", "/nonexistent/summary.json"],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("--baseline"), "{}", r.stderr);
+    let foreign = out.path().join("foreign.json");
+    std::fs::write(&foreign, "{\"results\": []}").unwrap();
+    let r = report_with(
+        dir.path(),
+        out.path(),
+        &["--baseline", foreign.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(r.stderr.contains("foreign.json"), "{}", r.stderr);
 }
 
 #[test]
@@ -310,8 +461,8 @@ fn simulate_writes_a_report_too() {
         String::from_utf8_lossy(&o.stderr)
     );
     let html = std::fs::read_to_string(&page).unwrap();
-    assert!(html.contains("Decision figures"));
-    assert!(html.contains("idemcalc simulate at 400"));
+    assert!(html.contains("id=\"decision\""));
+    assert!(html.contains("Keep keys for") || html.contains("No retention meets"));
 }
 
 /// The example in scenarios/README.md is a valid scenario: documentation that compiles.

@@ -21,17 +21,17 @@ const NO_HASH: [u8; 32] = [0; 32];
 
 const INSERT_KEY: &str = "INSERT INTO idempotency_keys
                    (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)
                  ON CONFLICT (caller_id, idem_key) DO NOTHING";
 const LOCK_KEY: &str = "SELECT request_hash, state, locked_until, lease_token, response_status, \
                            response_body, created_at, expires_at FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2";
 const TAKE_OVER: &str = "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
                   WHERE caller_id = ?1 AND idem_key = ?2";
 const COMPLETE_KEY: &str = "UPDATE idempotency_keys
-                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                    SET state = 1, locked_until = NULL, lease_token = NULL,
                         response_status = ?3, response_body = ?4, expires_at = ?5
                   WHERE caller_id = ?1 AND idem_key = ?2
-                    AND state = 'started' AND lease_token = ?6";
+                    AND state = 0 AND lease_token = ?6";
 const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING";
 
@@ -139,7 +139,7 @@ impl Baseline {
             let Some((state, locked_until)) = row else {
                 return Ok((Claim::Answered(Outcome::InProgress), End::Rollback));
             };
-            if state == "completed" {
+            if state == 1 {
                 return Ok((Claim::Answered(Outcome::Replayed), End::Rollback));
             }
             if locked_until.is_some_and(|until| until > now) {
@@ -186,7 +186,7 @@ impl Baseline {
 }
 
 /// Reads every column, as the engine does, and keeps what the decision needs.
-fn read_key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(String, Option<Millis>)> {
+fn read_key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(i64, Option<Millis>)> {
     let _hash: Vec<u8> = r.get(0)?;
     let _token: Option<Vec<u8>> = r.get(3)?;
     let _status: Option<u16> = r.get(4)?;

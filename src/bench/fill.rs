@@ -168,7 +168,7 @@ impl Filler {
             let label_id = format!("F-{id}");
             let (state, locked_until, lease_token, status, response) = if completed {
                 (
-                    "completed",
+                    1_i64, // completed (the SQLite schema stores the state as 0 or 1)
                     None,
                     None,
                     Some(201),
@@ -179,7 +179,7 @@ impl Filler {
                     Prefill::Held => now_ms + HELD_LEASE_MS,
                     _ => now_ms - 1,
                 };
-                ("started", Some(until), Some(&token[..]), None, None)
+                (0_i64, Some(until), Some(&token[..]), None, None)
             };
             let expires_at = match what {
                 Prefill::RecordExpired => now_ms - 1,

@@ -21,6 +21,11 @@ pub struct ReportArgs {
     /// needed), e.g. reports/.
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+    /// A previous report's summary.json: each figure's change is shown with its interval,
+    /// marked only when larger than sampling explains, and `[budgets] max_store_growth` fails
+    /// the job on a real growth of the store above it.
+    #[arg(long, value_name = "FILE")]
+    pub baseline: Option<PathBuf>,
     /// Engine throughput to show: the JSON written by `idemcalc bench --format json`.
     #[arg(long, value_name = "FILE")]
     pub bench: Option<PathBuf>,
@@ -58,6 +63,11 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             args.scenarios.display()
         );
     }
+    if let Some(path) = &args.baseline
+        && !path.is_file()
+    {
+        bail!("--baseline {}: no such file", path.display());
+    }
     let bench = args
         .bench
         .as_deref()
@@ -84,6 +94,12 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     stores.finish()?;
     let mut summary = summary?;
     summary.bench = bench;
+    if let Some(path) = &args.baseline {
+        let comparison = crate::run::compare::compare(&summary, path)?;
+        let grown = crate::run::compare::growth_verdicts(&summary, &comparison);
+        summary.broken_budgets.extend(grown);
+        summary.comparison = Some(comparison);
+    }
     let written = report::write_all(&args.out, &summary)?;
     if !args.quiet {
         let md = report::MarkdownExporter;

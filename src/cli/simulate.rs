@@ -113,22 +113,36 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             crate::tables::write_all(dir, &prefix, r)?;
         }
     }
+    // The decision at the bytes per record this run measured, under the budget flags.
+    let summary = simulation_summary(&settings, &reports)?;
+    let decision = summary
+        .decision
+        .as_ref()
+        .map(|d| &d.recommendation)
+        .ok_or_else(|| anyhow::anyhow!("a simulation always has a decision"))?;
     if let Some(path) = &args.report {
-        write_report(&settings, path, &reports)?;
+        use crate::report::Exporter as _;
+        let html = crate::report::HtmlExporter.serialize(&summary)?;
+        std::fs::write(path, html)
+            .with_context(|| format!("{}: cannot write the report", path.display()))?;
     }
     match args.format {
         Format::Json => {
-            let text = if reports.len() == 1 {
-                serde_json::to_string_pretty(&reports[0])?
+            let mut value = if reports.len() == 1 {
+                serde_json::to_value(&reports[0])?
             } else {
-                serde_json::to_string_pretty(&serde_json::json!({ "sweep": reports }))?
+                serde_json::json!({ "sweep": reports })
             };
-            println!("{text}");
+            if let Some(o) = value.as_object_mut() {
+                o.insert("decision".into(), serde_json::to_value(decision)?);
+            }
+            println!("{}", serde_json::to_string_pretty(&value)?);
         }
         Format::Table => {
             for r in &reports {
                 print!("{}", render(r));
             }
+            print!("{}", super::estimate::render_decision(decision));
         }
     }
     if reports.iter().any(|r| r.interrupted) {
@@ -172,9 +186,11 @@ fn write_request_log(settings: &Settings, path: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Writes the single-page report of this run (`--report FILE`).
-fn write_report(settings: &Settings, path: &Path, reports: &[SimReport]) -> anyhow::Result<()> {
-    use crate::report::Exporter as _;
+/// The run as a one-scenario summary: what `--report` draws and where the decision comes from.
+fn simulation_summary(
+    settings: &Settings,
+    reports: &[SimReport],
+) -> anyhow::Result<crate::run::Summary> {
     let dist = settings.retry_delay()?;
     let description = format!(
         "idemcalc simulate at {}/s{}, seed {}.",
@@ -189,11 +205,7 @@ fn write_report(settings: &Settings, path: &Path, reports: &[SimReport]) -> anyh
             .unwrap_or_default(),
         settings.seed
     );
-    let summary = crate::run::simulation_summary(description, settings, &dist, reports.to_vec())?;
-    let html = crate::report::HtmlExporter.serialize(&summary)?;
-    std::fs::write(path, html)
-        .with_context(|| format!("{}: cannot write the report", path.display()))?;
-    Ok(())
+    crate::run::simulation_summary(description, settings, &dist, reports.to_vec())
 }
 
 /// The human summary: each figure with its interval and the model's value beside it.

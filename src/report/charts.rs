@@ -158,6 +158,8 @@ macro_rules! tryc {
     };
 }
 
+/// `size` is what plotters calls a size; its SVG writes `size / 1.24` px, so 13 gives 10.5 px,
+/// above the 9 px a page must never go below.
 fn font(size: u32, colour: Rgb) -> TextStyle<'static> {
     ("sans-serif", size).into_font().color(&colour.c())
 }
@@ -179,7 +181,7 @@ fn panel<'a, 'b: 'a>(
         .x_label_area_size(38)
         .y_label_area_size(y_label_px);
     if !caption.is_empty() {
-        builder.caption(caption, font(14, INK));
+        builder.caption(caption, font(16, INK));
     }
     let mut ctx = tryc!(
         chart,
@@ -204,8 +206,8 @@ fn panel<'a, 'b: 'a>(
             .bold_line_style(GRID.c().stroke_width(1))
             .light_line_style(TRANSPARENT)
             .axis_style(MUTED.c())
-            .label_style(font(11, MUTED))
-            .axis_desc_style(font(12, INK))
+            .label_style(font(13, MUTED))
+            .axis_desc_style(font(14, INK))
             .x_label_formatter(&xf)
             .y_label_formatter(&yf)
             .x_desc(x.desc.clone())
@@ -382,7 +384,7 @@ fn vline(
             chart,
             ctx.draw_series(std::iter::once(
                 EmptyElement::at((x, y.1))
-                    + Text::new(label.to_string(), (4, label_dy), font(11, colour))
+                    + Text::new(label.to_string(), (4, label_dy), font(13, colour))
             ))
         );
     }
@@ -669,7 +671,7 @@ pub fn keys_over_time(
                     .position(SeriesLabelPosition::UpperLeft)
                     .background_style(WHITE.mix(0.9))
                     .border_style(GRID.c())
-                    .label_font(font(12, INK))
+                    .label_font(font(14, INK))
                     .draw()
             );
         }
@@ -932,7 +934,7 @@ pub fn tradeoff(
                                 + Text::new(
                                     format!("cheapest {}", human_duration(r.retention_s)),
                                     (-64, -40),
-                                    font(11, OK)
+                                    font(13, OK)
                                 )
                         ))
                     );
@@ -1053,7 +1055,7 @@ pub fn bars(
             tryc!(
                 c,
                 ctx.draw_series(std::iter::once(
-                    EmptyElement::at((end, y)) + Text::new(b.text.clone(), (6, -6), font(11, INK))
+                    EmptyElement::at((end, y)) + Text::new(b.text.clone(), (6, -6), font(13, INK))
                 ))
             );
             hovers.push(Hover {
@@ -1146,7 +1148,7 @@ pub fn timeline(events: &[TimelineEvent], lanes: &[String]) -> Result<String, Ch
                                 + Text::new(
                                     label,
                                     (3, -15),
-                                    font(12, if e.kind == "lease" { WARN } else { CARRIER })
+                                    font(14, if e.kind == "lease" { WARN } else { CARRIER })
                                 )
                         ))
                     );
@@ -1194,7 +1196,7 @@ pub fn timeline(events: &[TimelineEvent], lanes: &[String]) -> Result<String, Ch
                         C,
                         ctx.draw_series(std::iter::once(
                             EmptyElement::at((e.start_s, y))
-                                + Text::new(text, (4, dy), font(12, colour))
+                                + Text::new(text, (4, dy), font(14, colour))
                         ))
                     );
                     hovers.push(Hover {

@@ -2,7 +2,11 @@
 //! the bytes of one file, so adding a format never touches the run.
 
 use super::html::{self, Kind, fmt};
-use super::{Status, Summary};
+use super::{RunResult, Status, Summary};
+use crate::format::human_bytes;
+use crate::run::compare::{Change, Comparison};
+use crate::run::results::{Headline, ScenarioKind};
+use crate::sim::replay::Figure;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -34,12 +38,71 @@ impl Exporter for JsonExporter {
     }
 }
 
-/// `summary.md`: one table a CI job appends to its job summary, then the broken budgets.
+/// `summary.md`: what a CI job appends to its job summary. It leads with the decision and the
+/// verdicts (with a legend), then sizing runs, failure demonstrations and timelines in tables
+/// of their own, then the change against a baseline.
 pub struct MarkdownExporter;
 
 /// Pipes would end a Markdown table cell.
 fn cell(text: &str) -> String {
     text.replace('|', "\\|")
+}
+
+/// `17.7 GB (16.9 GB – 18.5 GB)`.
+fn range(kind: Kind, f: &Figure) -> String {
+    if f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low < f.ci95_high {
+        format!(
+            "{} ({} – {})",
+            fmt(kind, f.estimate),
+            fmt(kind, f.ci95_low),
+            fmt(kind, f.ci95_high)
+        )
+    } else {
+        fmt(kind, f.estimate)
+    }
+}
+
+pub(crate) fn mark(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "✅",
+        Status::AtRisk => "⚠️",
+        Status::Broken => "❌",
+    }
+}
+
+/// The verdict legend, shared by `summary.md` and the page.
+pub(crate) const LEGEND: &str = "✅ holds: the whole 95% interval is within the limit · ⚠️ at risk: the estimate is within the limit, the interval reaches past it · ❌ broken: the estimate is past the limit";
+
+fn decision_md(out: &mut String, h: &Headline) {
+    let r = &h.recommendation;
+    match (&r.recommended, &r.closest) {
+        (Some(c), _) => out.push_str(&format!(
+            "### Recommended retention: **{}** ({})\n\n",
+            c.retention,
+            cell(&h.scenario)
+        )),
+        (None, Some(c)) => out.push_str(&format!(
+            "### No retention meets every target ({}); closest: **{}**\n\n",
+            cell(&h.scenario),
+            c.retention
+        )),
+        (None, None) => out.push_str(&format!(
+            "### No retention meets the targets ({})\n\n",
+            cell(&h.scenario)
+        )),
+    }
+    for note in &r.notes {
+        out.push_str(&format!("- {}\n", cell(note)));
+    }
+    out.push_str(&format!(
+        "\nStore sizes at the measured {} per record{}; {} copies of the store are priced.\n\n",
+        human_bytes(r.bytes_per_record.round()),
+        match r.bytes_per_record_ci95 {
+            Some([lo, hi]) => format!(" (95%: {} – {})", human_bytes(lo), human_bytes(hi)),
+            None => String::new(),
+        },
+        r.replicas
+    ));
 }
 
 impl Exporter for MarkdownExporter {
@@ -49,53 +112,127 @@ impl Exporter for MarkdownExporter {
 
     fn serialize(&self, summary: &Summary) -> Result<Vec<u8>, ExportError> {
         let mut out = String::from("## idemcalc capacity report\n\n");
-        out.push_str(
-            "| Scenario | Rate | Retention | Store size (95% interval) | Duplicate labels | Daily cost | Budgets |\n",
-        );
-        out.push_str("|---|---:|---:|---|---|---|---|\n");
-        let range = |kind: Kind, f: &crate::sim::replay::Figure| {
-            format!(
-                "{} ({} – {})",
-                fmt(kind, f.estimate),
-                fmt(kind, f.ci95_low),
-                fmt(kind, f.ci95_high)
-            )
-        };
+        if let Some(h) = &summary.decision {
+            decision_md(&mut out, h);
+        }
+
+        // Verdicts first: what a CI reader needs to act on.
+        let mut checked = 0usize;
+        let mut at_risk = Vec::new();
         for s in &summary.scenarios {
             for r in &s.runs {
-                let verdicts = if r.verdicts.is_empty() {
-                    "–".to_string()
-                } else {
-                    r.verdicts
-                        .iter()
-                        .map(|v| {
-                            let mark = match v.status {
-                                Status::Ok => "✅",
-                                Status::AtRisk => "⚠️",
-                                Status::Broken => "❌",
-                            };
-                            format!(
-                                "{mark} {} ≤ {}",
-                                v.budget,
-                                html::budget_value(v.budget, v.limit)
-                            )
-                        })
-                        .collect::<Vec<_>>()
-                        .join("<br>")
-                };
-                let f = &r.figures;
-                out.push_str(&format!(
-                    "| {} | {} | {} | {} | {} | {} | {} |\n",
-                    cell(&s.name),
-                    fmt(Kind::Rate, r.rate_per_s),
-                    r.retention,
-                    range(Kind::Bytes, &f.store_bytes),
-                    range(Kind::PerDay, &f.duplicate_labels_per_day),
-                    range(Kind::UsdPerDay, &f.total_cost_per_day),
-                    verdicts
-                ));
+                checked += r.verdicts.len();
+                for v in r.verdicts.iter().filter(|v| v.status == Status::AtRisk) {
+                    at_risk.push(v.describe(&s.name, &r.retention));
+                }
             }
-            if let Some(t) = &s.timeline {
+        }
+        let broken = &summary.broken_budgets;
+        if broken.is_empty() && at_risk.is_empty() {
+            out.push_str(&format!("**✅ All {checked} budget checks hold.**\n\n"));
+        } else {
+            out.push_str(&format!(
+                "**{} of {checked} budget checks broken, {} at risk.**\n\n",
+                broken.len(),
+                at_risk.len()
+            ));
+            for b in broken {
+                out.push_str(&format!("- ❌ {}\n", cell(&b.describe())));
+            }
+            for a in &at_risk {
+                out.push_str(&format!("- ⚠️ {}\n", cell(a)));
+            }
+            out.push('\n');
+        }
+        out.push_str(&format!("Legend: {LEGEND}.\n\n"));
+
+        let verdicts = |r: &RunResult| {
+            if r.verdicts.is_empty() {
+                "–".to_string()
+            } else {
+                r.verdicts
+                    .iter()
+                    .map(|v| {
+                        format!(
+                            "{} {} ≤ {}",
+                            mark(v.status),
+                            v.budget,
+                            html::budget_value(v.budget, v.limit)
+                        )
+                    })
+                    .collect::<Vec<_>>()
+                    .join("<br>")
+            }
+        };
+        let of = |kind| summary.scenarios.iter().filter(move |s| s.kind == kind);
+
+        if of(ScenarioKind::Sizing).next().is_some() {
+            out.push_str("### Sizing runs\n\n");
+            out.push_str(
+                "| Scenario | Rate | Retention | Store size (95% interval) | Bytes/record | Duplicate labels | Daily cost | Budgets |\n",
+            );
+            out.push_str("|---|---:|---:|---|---:|---|---|---|\n");
+            for s in of(ScenarioKind::Sizing) {
+                for r in &s.runs {
+                    let f = &r.figures;
+                    out.push_str(&format!(
+                        "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                        cell(&s.name),
+                        fmt(Kind::Rate, r.rate_per_s),
+                        r.retention,
+                        range(Kind::Bytes, &f.store_bytes),
+                        fmt(Kind::Bytes, f.bytes_per_record.estimate.round()),
+                        range(Kind::PerDay, &f.duplicate_labels_per_day),
+                        range(Kind::UsdPerDay, &f.total_cost_per_day),
+                        verdicts(r)
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+
+        if of(ScenarioKind::Failure).next().is_some() {
+            out.push_str("### Failure demonstrations\n\n");
+            out.push_str(
+                "Each removes one of the seed's defences; its figures show what that costs, not a store to size.\n\n",
+            );
+            out.push_str(
+                "| Scenario | Defence removed | Retention | Duplicate labels | Parcels left unlabelled | Budgets |\n",
+            );
+            out.push_str("|---|---|---:|---|---|---|\n");
+            for s in of(ScenarioKind::Failure) {
+                for r in &s.runs {
+                    let f = &r.figures;
+                    out.push_str(&format!(
+                        "| {} | {} | {} | {} | {} | {} |\n",
+                        cell(&s.name),
+                        cell(
+                            &s.deviations
+                                .iter()
+                                .map(|d| format!("`{d}`"))
+                                .collect::<Vec<_>>()
+                                .join(", ")
+                        ),
+                        r.retention,
+                        range(Kind::PerDay, &f.duplicate_labels_per_day),
+                        range(Kind::PerDay, &f.unlabelled_per_day),
+                        verdicts(r)
+                    ));
+                }
+            }
+            out.push('\n');
+        }
+
+        let timelines: Vec<_> = summary
+            .scenarios
+            .iter()
+            .filter_map(|s| s.timeline.as_ref().map(|t| (s, t)))
+            .collect();
+        if !timelines.is_empty() {
+            out.push_str("### Timelines\n\n");
+            out.push_str("| Scenario | Answers, in order | Labels | Carrier purchases |\n");
+            out.push_str("|---|---|---:|---:|\n");
+            for (s, t) in timelines {
                 let answers: Vec<String> = t
                     .responses
                     .iter()
@@ -111,35 +248,95 @@ impl Exporter for MarkdownExporter {
                     })
                     .collect();
                 out.push_str(&format!(
-                    "| {} | timeline | – | {} | {} label(s), {} carrier purchase(s) | – | – |\n",
+                    "| {} | {} | {} | {} |\n",
                     cell(&s.name),
                     cell(&answers.join(", ")),
                     t.labels.len(),
                     t.carrier_purchases.len()
                 ));
             }
+            out.push('\n');
         }
-        out.push('\n');
-        let checked: usize = summary
-            .scenarios
-            .iter()
-            .map(|s| s.runs.iter().map(|r| r.verdicts.len()).sum::<usize>())
-            .sum();
-        if summary.broken_budgets.is_empty() {
-            out.push_str(&format!("**All {checked} budget checks hold.**\n"));
-        } else {
-            out.push_str(&format!(
-                "**{} of {checked} budget checks broken:**\n\n",
-                summary.broken_budgets.len()
-            ));
-            for b in &summary.broken_budgets {
-                out.push_str(&format!("- {}\n", b.describe()));
-            }
+
+        if let Some(c) = &summary.comparison {
+            comparison_md(&mut out, c);
         }
         out.push_str(
-            "\nEstimates are from the simulator (engine on SQLite, measured bytes per record); the interval is its 95% interval. Full report: `index.html`.\n",
+            "Estimates are from the simulator (the reference engine, measured bytes per record); intervals are 95% intervals. Full report: `index.html`.\n",
         );
         Ok(out.into_bytes())
+    }
+}
+
+pub(crate) fn change_kind(figure: &str) -> Kind {
+    match figure {
+        "store_bytes" | "bytes_per_record" => Kind::Bytes,
+        "duplicate_labels_per_day" => Kind::PerDay,
+        _ => Kind::UsdPerDay,
+    }
+}
+
+pub(crate) fn change_label(figure: &str) -> &'static str {
+    match figure {
+        "store_bytes" => "Store size",
+        "bytes_per_record" => "Bytes per record",
+        "duplicate_labels_per_day" => "Duplicate labels",
+        _ => "Daily cost",
+    }
+}
+
+/// `+12.3% (95%: +10.1% – +14.5%)`.
+pub(crate) fn relative_text(c: &Change) -> String {
+    if !c.relative.is_finite() {
+        return "–".into();
+    }
+    match c.relative_ci95 {
+        Some([lo, hi]) => format!(
+            "{:+.1}% ({:+.1}% – {:+.1}%)",
+            c.relative * 100.0,
+            lo * 100.0,
+            hi * 100.0
+        ),
+        None => format!("{:+.1}%", c.relative * 100.0),
+    }
+}
+
+fn comparison_md(out: &mut String, c: &Comparison) {
+    let real: Vec<&Change> = c.changes.iter().filter(|x| x.real).collect();
+    out.push_str("### Against the baseline\n\n");
+    out.push_str(&format!(
+        "{} figures compared with `{}`; {} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).\n\n",
+        c.changes.len(),
+        cell(&c.baseline),
+        real.len(),
+        c.z_threshold
+    ));
+    if !real.is_empty() {
+        out.push_str(
+            "| Scenario | Retention | Figure | Before | After | Change (95% interval) |\n",
+        );
+        out.push_str("|---|---:|---|---|---|---|\n");
+        for x in real {
+            let k = change_kind(x.figure);
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | **{}** |\n",
+                cell(&x.scenario),
+                x.retention,
+                change_label(x.figure),
+                range(k, &x.before),
+                range(k, &x.after),
+                relative_text(x)
+            ));
+        }
+        out.push('\n');
+    }
+    for (label, list) in [
+        ("Only in the baseline", &c.only_in_baseline),
+        ("New in this run", &c.only_in_this_run),
+    ] {
+        if !list.is_empty() {
+            out.push_str(&format!("{label}: {}.\n\n", cell(&list.join(", "))));
+        }
     }
 }
 

@@ -9,10 +9,12 @@
 
 use super::charts::{self, Bar, KeyLine, RatePalette, SimPoint, TradeoffRow, Window};
 use super::{RunResult, ScenarioResult, Status, Summary};
+use crate::decision::{Choice, Recommendation, Targets};
 use crate::format::{
     human_bytes, human_count, human_duration, percent, rate_per_s, significant, thousands, usd,
 };
 use crate::model::{self, ModelParams};
+use crate::run::results::ScenarioKind;
 use crate::sim::replay::Figure;
 use crate::traffic::RetryDelay;
 use serde::Serialize;
@@ -63,14 +65,16 @@ pub fn budget_value(budget: &str, v: f64) -> String {
     match budget {
         "max_store_gb" => human_bytes(v * 1e9),
         "max_duplicates_per_day" => fmt(Kind::PerDay, v),
+        "max_store_growth" => format!("{:+.1}%", v * 100.0),
         _ => fmt(Kind::UsdPerDay, v),
     }
 }
 
-fn budget_label(budget: &str) -> &'static str {
+pub fn budget_label(budget: &str) -> &'static str {
     match budget {
         "max_store_gb" => "Store size",
         "max_duplicates_per_day" => "Duplicate labels",
+        "max_store_growth" => "Store growth",
         _ => "Daily cost",
     }
 }
@@ -120,14 +124,6 @@ struct Card {
 }
 
 #[derive(Debug, Clone, Serialize)]
-struct Headline {
-    scenario: String,
-    anchor: String,
-    context: String,
-    cards: Vec<Card>,
-}
-
-#[derive(Debug, Clone, Serialize)]
 struct VerdictView {
     budget: &'static str,
     label: &'static str,
@@ -142,6 +138,8 @@ struct VerdictView {
 struct Signal {
     label: &'static str,
     value: String,
+    /// What the seed's design expects at the run's inputs.
+    expected: String,
     /// The seed's failure row this signal detects.
     detects: &'static str,
     lit: bool,
@@ -158,6 +156,8 @@ struct RunView {
     invariants_hold: bool,
     outcomes_svg: String,
     keys_svg: String,
+    outcomes_table: DataTable,
+    keys_table: DataTable,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -178,6 +178,7 @@ struct TimelineView {
 #[derive(Debug, Clone, Serialize)]
 struct ScenarioView {
     id: String,
+    kind: ScenarioKind,
     name: String,
     file: String,
     description: String,
@@ -214,7 +215,11 @@ struct WhatIf {
     outputs: Vec<Output>,
     recommended: String,
     recommended_cost: String,
+    /// The decision rule at the panel's starting inputs (no bytes-per-record interval).
+    decision: String,
+    decision_note: String,
     tradeoff_svg: String,
+    tradeoff_table: DataTable,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -223,6 +228,15 @@ struct ChartView {
     title: String,
     svg: String,
     note: String,
+    table: Option<DataTable>,
+}
+
+/// The values behind a chart, as a table: what a keyboard or screen-reader user reads instead
+/// of hovering over points.
+#[derive(Debug, Clone, Serialize)]
+struct DataTable {
+    head: Vec<&'static str>,
+    rows: Vec<Vec<String>>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -232,7 +246,11 @@ struct Page {
     verdict: String,
     verdict_class: &'static str,
     broken: Vec<String>,
-    headline: Option<Headline>,
+    decision: Option<DecisionView>,
+    legend: &'static str,
+    sizing_rows: Vec<GlanceRow>,
+    failure_rows: Vec<GlanceRow>,
+    comparison: Option<ComparisonView>,
     whatif: WhatIf,
     charts: Vec<ChartView>,
     scenarios: Vec<ScenarioView>,
@@ -313,7 +331,50 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
         Kind::Percent,
         &[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
     ),
+    (
+        "bytes_per_record",
+        "Bytes per record",
+        "measured by default",
+        Kind::Bytes,
+        &[
+            150.0, 200.0, 300.0, 400.0, 512.0, 600.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 4_000.0,
+            5_000.0,
+        ],
+    ),
+    (
+        "carrier_window_s",
+        "Carrier's key window",
+        "",
+        Kind::Duration,
+        &[0.0, 3_600.0, 21_600.0, 86_400.0, 259_200.0, 604_800.0],
+    ),
+    (
+        "replicas",
+        "Copies of the store",
+        "primary + standbys",
+        Kind::Count,
+        &[1.0, 2.0, 3.0, 4.0, 5.0],
+    ),
+    (
+        TARGET,
+        "Duplicates target",
+        "at most",
+        Kind::PerDay,
+        &[
+            1.0 / 365.0,
+            1.0 / 30.0,
+            1.0 / 7.0,
+            1.0,
+            10.0,
+            100.0,
+            300.0,
+            1_000.0,
+        ],
+    ),
 ];
+
+/// The one control that is a decision target, not a model input.
+const TARGET: &str = "max_duplicates_per_day";
 
 /// The figures the panel recomputes, in the order shown.
 const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
@@ -379,6 +440,15 @@ const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
     ),
 ];
 
+/// A control's starting value: a model input, or the decision's duplicates target.
+fn own_value(p: &ModelParams, targets: &Targets, name: &str) -> f64 {
+    if name == TARGET {
+        targets.max_duplicates_per_day
+    } else {
+        param(p, name)
+    }
+}
+
 fn param(p: &ModelParams, name: &str) -> f64 {
     p.values()
         .iter()
@@ -401,6 +471,7 @@ fn control_values(values: &[f64], own: f64) -> Vec<f64> {
 /// against at load.
 fn model_json(
     base: &ModelParams,
+    targets: &Targets,
     dist: &RetryDelay,
     sims: &[SimPoint],
 ) -> Result<String, HtmlError> {
@@ -410,10 +481,22 @@ fn model_json(
         .map(|(name, label, _, kind, values)| {
             serde_json::json!({
                 "name": name, "label": label, "kind": kind,
-                "values": control_values(values, param(base, name)),
+                "values": control_values(values, own_value(base, targets, name)),
             })
         })
         .collect();
+    // The decision the script must reproduce at the starting inputs (without the
+    // bytes-per-record interval, which the panel does not move).
+    let decided = crate::decision::decide(
+        base,
+        dist,
+        &crate::decision::DecisionInputs {
+            targets: *targets,
+            ..Default::default()
+        },
+    )
+    .ok()
+    .and_then(|r| r.recommended.map(|c| c.retention_s));
     let outputs: Vec<serde_json::Value> = OUTPUTS
         .iter()
         .map(|(name, _, kind, _)| serde_json::json!({"name": name, "kind": kind}))
@@ -478,6 +561,10 @@ fn model_json(
         .map(|(k, v)| serde_json::json!([k, v, fmt(k, v)]))
         .collect();
     let fragment: Vec<(&str, &str)> = vec![
+        ("bytes_per_record", "bytes_per_record"),
+        ("carrier_window", "carrier_window_s"),
+        ("replicas", "replicas"),
+        ("max_duplicates", TARGET),
         ("retention", "retention_s"),
         ("rate", "rate_per_s"),
         ("label_price", "label_price_usd"),
@@ -512,6 +599,12 @@ fn model_json(
             "check_recommended_s".into(),
             serde_json::to_value(estimate.recommended_retention_s)?,
         );
+        o.insert("targets".into(), serde_json::to_value(targets)?);
+        o.insert(
+            "horizon_s".into(),
+            serde_json::to_value(dist.max_horizon_s())?,
+        );
+        o.insert("check_decision_s".into(), serde_json::to_value(decided)?);
     }
     // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside
     // JSON strings, where `\u003c` reads the same.
@@ -550,77 +643,6 @@ fn not_reached(r: &RunResult) -> String {
     )
 }
 
-fn headline(s: &ScenarioResult, r: &RunResult) -> Headline {
-    let f = &r.figures;
-    let m = &r.model;
-    let steady = steady_reached(r);
-    Headline {
-        scenario: s.name.clone(),
-        anchor: slug(&s.name),
-        context: format!(
-            "{}, retention {}, simulated with the engine on SQLite",
-            rate_per_s(r.rate_per_s),
-            r.retention
-        ),
-        cards: vec![
-            Card {
-                label: "Store size",
-                value: if steady {
-                    fmt(Kind::Bytes, f.store_bytes.estimate)
-                } else {
-                    "not reached".into()
-                },
-                interval: if steady {
-                    interval(Kind::Bytes, &f.store_bytes)
-                } else {
-                    not_reached(r)
-                },
-                model: format!(
-                    "model {} at {} per record; measured {} per record",
-                    human_bytes(m.store_bytes),
-                    human_bytes(m.params.bytes_per_record),
-                    human_bytes(f.bytes_per_record.estimate.round())
-                ),
-            },
-            Card {
-                label: "Duplicate labels",
-                value: fmt(Kind::PerDay, f.duplicate_labels_per_day.estimate),
-                interval: interval(Kind::PerDay, &f.duplicate_labels_per_day),
-                model: format!(
-                    "model {}; {} without keys",
-                    fmt(Kind::PerDay, m.duplicate_labels_per_day),
-                    fmt(Kind::PerDay, m.duplicates_without_keys_per_day)
-                ),
-            },
-            Card {
-                label: "Daily cost",
-                value: fmt(Kind::UsdPerDay, f.total_cost_per_day.estimate),
-                interval: interval(Kind::UsdPerDay, &f.total_cost_per_day),
-                model: format!(
-                    "storage {} + duplicates {}; model {}",
-                    usd(f.storage_cost_per_day.estimate),
-                    usd(f.duplicate_cost_per_day.estimate),
-                    fmt(Kind::UsdPerDay, m.total_cost_per_day)
-                ),
-            },
-            Card {
-                label: "Recommended retention",
-                value: human_duration(m.recommended_retention_s),
-                interval: format!(
-                    "{} in the model, the cheapest retention",
-                    fmt(Kind::UsdPerDay, m.recommended_total_cost_per_day)
-                ),
-                model: format!(
-                    "now {}: {}; no retry is assumed after {}",
-                    r.retention,
-                    fmt(Kind::UsdPerDay, m.total_cost_per_day),
-                    human_duration(m.retry_delay.max_horizon_s())
-                ),
-            },
-        ],
-    }
-}
-
 fn verdict_views(r: &RunResult) -> Vec<VerdictView> {
     r.verdicts
         .iter()
@@ -648,37 +670,47 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
     let f = &r.figures;
     let colour = palette.colour(r.rate_per_s);
     let d = &r.detection;
+    // A signal warns only above what the seed's design expects at this run's inputs (the
+    // model's figure): the healthy baseline has a few late retries and duplicates by design.
+    let m = &r.model;
+    let signal = |label, value: f64, expected: f64, detects| Signal {
+        label,
+        value: fmt(Kind::PerDay, value),
+        expected: fmt(Kind::PerDay, expected),
+        detects,
+        lit: value > 2.0 * expected + 1e-9,
+    };
     let signals = vec![
-        Signal {
-            label: "Parcels with two labels",
-            value: fmt(Kind::PerDay, d.parcels_with_two_labels_per_day),
-            detects: "a new key per attempt; retention shorter than the retry horizon",
-            lit: d.parcels_with_two_labels_per_day > 0.0,
-        },
-        Signal {
-            label: "Requests carrying a purged key",
-            value: fmt(Kind::PerDay, d.purged_key_requests_per_day),
-            detects: "retention shorter than the retry horizon",
-            lit: d.purged_key_requests_per_day > 0.0,
-        },
-        Signal {
-            label: "Replays to another caller",
-            value: fmt(Kind::PerDay, d.cross_caller_replays_per_day),
-            detects: "keys scoped globally, not per caller",
-            lit: d.cross_caller_replays_per_day > 0.0,
-        },
-        Signal {
-            label: "Carrier invoice lines without a label",
-            value: fmt(Kind::PerDay, d.invoice_lines_without_label_per_day),
-            detects: "downstream call without a key; effect and record in different stores",
-            lit: d.invoice_lines_without_label_per_day > 0.0,
-        },
-        Signal {
-            label: "Takeovers while the owner still runs",
-            value: fmt(Kind::PerDay, d.takeovers_while_running_per_day),
-            detects: "lease shorter than the slowest downstream call",
-            lit: d.takeovers_while_running_per_day > 0.0,
-        },
+        signal(
+            "Parcels with two labels",
+            d.parcels_with_two_labels_per_day,
+            m.duplicate_labels_per_day,
+            "a new key per attempt; retention shorter than the retry horizon",
+        ),
+        signal(
+            "Requests carrying a purged key",
+            d.purged_key_requests_per_day,
+            m.late_after_purge_per_day,
+            "retention shorter than the retry horizon",
+        ),
+        signal(
+            "Replays to another caller",
+            d.cross_caller_replays_per_day,
+            0.0,
+            "keys scoped globally, not per caller",
+        ),
+        signal(
+            "Carrier invoice lines without a label",
+            d.invoice_lines_without_label_per_day,
+            m.duplicate_labels_per_day,
+            "downstream call without a key; effect and record in different stores",
+        ),
+        signal(
+            "Takeovers while the owner still runs",
+            d.takeovers_while_running_per_day,
+            0.0,
+            "lease shorter than the slowest downstream call",
+        ),
     ];
     let status_colour = |status: u16| match status {
         200..=299 => charts::OK,
@@ -710,6 +742,13 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
             }
         })
         .collect();
+    let outcomes_table = DataTable {
+        head: vec!["Response", "Per day at full traffic"],
+        rows: outcome_bars
+            .iter()
+            .map(|b| vec![b.label.clone(), b.text.clone()])
+            .collect(),
+    };
     let outcomes_svg = svg_or_note(charts::bars(
         "outcomes",
         &outcome_bars,
@@ -725,6 +764,13 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
         .iter()
         .map(|p| (p.t_s, p.keys_estimated))
         .collect();
+    let keys_table = DataTable {
+        head: vec!["Simulated time", "Keys in the store"],
+        rows: charts::downsample(&points, 13)
+            .iter()
+            .map(|(t, k)| vec![rough_duration(*t), human_count(*k)])
+            .collect(),
+    };
     let keys_svg = svg_or_note(charts::keys_over_time(
         &[KeyLine {
             label: rate_per_s(r.rate_per_s),
@@ -799,6 +845,8 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
         invariants_hold: inv.hold,
         outcomes_svg,
         keys_svg,
+        outcomes_table,
+        keys_table,
     }
 }
 
@@ -911,6 +959,7 @@ fn scenario_view(s: &ScenarioResult, palette: &RatePalette) -> ScenarioView {
     };
     ScenarioView {
         id: slug(&s.name),
+        kind: s.kind,
         name: s.name.clone(),
         file: s.file.clone(),
         description: s.description.clone(),
@@ -922,6 +971,282 @@ fn scenario_view(s: &ScenarioResult, palette: &RatePalette) -> ScenarioView {
     }
 }
 
+/// The decision the page leads with.
+#[derive(Debug, Clone, Serialize)]
+struct DecisionView {
+    scenario: String,
+    anchor: String,
+    title: String,
+    met: bool,
+    cards: Vec<Card>,
+    notes: Vec<String>,
+    optimum: String,
+    optimum_is_assumption: bool,
+}
+
+fn per_day_text(v: f64) -> String {
+    if v.abs() >= 100.0 {
+        fmt(Kind::PerDay, v)
+    } else {
+        format!("{}/day", significant(v, 3))
+    }
+}
+
+fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView {
+    let (title, met, c): (String, bool, &Choice) = match (&r.recommended, &r.closest) {
+        (Some(c), _) => (format!("Keep keys for {}", c.retention), true, c),
+        (None, Some(c)) => (
+            format!("No retention meets every target; closest: {}", c.retention),
+            false,
+            c,
+        ),
+        (None, None) => (
+            "No retention meets the targets or fits the budgets".to_string(),
+            false,
+            &r.cost_optimal,
+        ),
+    };
+    let t = &r.targets;
+    let store_interval = match c.store_bytes_ci95 {
+        Some([lo, hi]) => format!("95% interval {} – {}", human_bytes(lo), human_bytes(hi)),
+        None => "no interval: bytes per record not measured".into(),
+    };
+    let bpr = match r.bytes_per_record_ci95 {
+        Some([lo, hi]) => format!(
+            "{} per record measured ({} – {})",
+            human_bytes(r.bytes_per_record.round()),
+            human_bytes(lo.round()),
+            human_bytes(hi.round())
+        ),
+        None => format!("{} per record", human_bytes(r.bytes_per_record.round())),
+    };
+    let mut cards = vec![
+        Card {
+            label: "Retention",
+            value: c.retention.clone(),
+            interval: if met {
+                "the shortest that meets every target".into()
+            } else {
+                "the fewest duplicates inside the budgets".into()
+            },
+            model: format!(
+                "horizon of the retry distribution: {}",
+                human_duration(r.horizon_s)
+            ),
+        },
+        Card {
+            label: "Store size, one copy",
+            value: human_bytes(c.store_bytes),
+            interval: store_interval,
+            model: format!(
+                "{} copies: {}; {bpr}{}",
+                r.replicas,
+                human_bytes(c.store_bytes_all_replicas),
+                t.max_store_gb
+                    .map(|gb| format!("; budget {}", human_bytes(gb * 1e9)))
+                    .unwrap_or_default()
+            ),
+        },
+        Card {
+            label: "Real duplicate labels",
+            value: per_day_text(c.duplicate_labels_per_day),
+            interval: format!("target at most {}", per_day_text(t.max_duplicates_per_day)),
+            model: format!(
+                "{} retries arrive after the purge{}",
+                per_day_text(c.late_after_purge_per_day),
+                if c.relies_on_carrier_window {
+                    "; the carrier's key window catches most"
+                } else {
+                    ""
+                }
+            ),
+        },
+        Card {
+            label: "Daily cost",
+            value: fmt(Kind::UsdPerDay, c.total_cost_per_day),
+            interval: format!(
+                "storage {} + duplicates {}",
+                usd(c.storage_cost_per_day),
+                usd(c.total_cost_per_day - c.storage_cost_per_day)
+            ),
+            model: t
+                .max_cost_per_day
+                .map(|m| format!("budget {}", fmt(Kind::UsdPerDay, m)))
+                .unwrap_or_else(|| "no cost budget".into()),
+        },
+    ];
+    if !met {
+        cards[0].label = "Closest retention";
+    }
+    let o = &r.cost_optimal;
+    let optimum = format!(
+        "Cheapest retention: {} at {} ({} real duplicates, {} per copy){}",
+        o.retention,
+        fmt(Kind::UsdPerDay, o.total_cost_per_day),
+        per_day_text(o.duplicate_labels_per_day),
+        human_bytes(o.store_bytes),
+        if r.cost_optimal_is_assumption {
+            format!(
+                ", which is the retry distribution's horizon ({}): an assumption, not a measurement.",
+                human_duration(r.horizon_s)
+            )
+        } else {
+            ".".to_string()
+        }
+    );
+    DecisionView {
+        scenario: scenario.name.clone(),
+        anchor: slug(&scenario.name),
+        title,
+        met,
+        cards,
+        notes: r.notes.clone(),
+        optimum,
+        optimum_is_assumption: r.cost_optimal_is_assumption,
+    }
+}
+
+/// The verdict marks on the page: text symbols every font has (the Markdown's emoji render as
+/// empty boxes where no emoji font is installed); the colour and the words carry the rest.
+fn page_mark(status: Status) -> &'static str {
+    match status {
+        Status::Ok => "✓",
+        Status::AtRisk => "⚠",
+        Status::Broken => "✗",
+    }
+}
+
+/// The legend of [`page_mark`].
+const PAGE_LEGEND: &str = "✓ holds: the whole 95% interval is within the limit · ⚠ at risk: the estimate is within the limit, the interval reaches past it · ✗ broken: the estimate is past the limit";
+
+/// One budget's verdict in a table cell.
+#[derive(Debug, Clone, Serialize)]
+struct Mark {
+    status: Status,
+    mark: &'static str,
+    text: String,
+}
+
+/// One row of the at-a-glance tables: a scenario at one retention.
+#[derive(Debug, Clone, Serialize)]
+struct GlanceRow {
+    scenario: String,
+    anchor: String,
+    retention: String,
+    deviations: String,
+    store: String,
+    store_interval: String,
+    bytes_per_record: String,
+    duplicates: String,
+    duplicates_interval: String,
+    unlabelled: String,
+    cost: String,
+    cost_interval: String,
+    marks: Vec<Mark>,
+    recommended: bool,
+}
+
+fn glance_row(s: &ScenarioResult, r: &RunResult) -> GlanceRow {
+    let f = &r.figures;
+    let steady = steady_reached(r);
+    let recommended = s
+        .decision
+        .as_ref()
+        .and_then(|d| d.recommended.as_ref())
+        .is_some_and(|c| (c.retention_s - r.retention_s).abs() < 1e-6);
+    GlanceRow {
+        scenario: s.name.clone(),
+        anchor: slug(&s.name),
+        retention: r.retention.clone(),
+        deviations: s.deviations.join(", "),
+        store: if steady {
+            fmt(Kind::Bytes, f.store_bytes.estimate)
+        } else {
+            "not reached".into()
+        },
+        store_interval: if steady {
+            interval(Kind::Bytes, &f.store_bytes)
+        } else {
+            not_reached(r)
+        },
+        bytes_per_record: human_bytes(f.bytes_per_record.estimate.round()),
+        duplicates: fmt(Kind::PerDay, f.duplicate_labels_per_day.estimate),
+        duplicates_interval: interval(Kind::PerDay, &f.duplicate_labels_per_day),
+        unlabelled: fmt(Kind::PerDay, f.unlabelled_per_day.estimate),
+        cost: fmt(Kind::UsdPerDay, f.total_cost_per_day.estimate),
+        cost_interval: interval(Kind::UsdPerDay, &f.total_cost_per_day),
+        marks: r
+            .verdicts
+            .iter()
+            .map(|v| Mark {
+                status: v.status,
+                mark: page_mark(v.status),
+                text: format!(
+                    "{} {} ≤ {}",
+                    budget_label(v.budget),
+                    budget_value(v.budget, v.figure.estimate),
+                    budget_value(v.budget, v.limit)
+                ),
+            })
+            .collect(),
+        recommended,
+    }
+}
+
+fn glance_rows(summary: &Summary, kind: ScenarioKind) -> Vec<GlanceRow> {
+    summary
+        .scenarios
+        .iter()
+        .filter(|s| s.kind == kind)
+        .flat_map(|s| s.runs.iter().map(move |r| glance_row(s, r)))
+        .collect()
+}
+
+/// A row of the comparison with a baseline.
+#[derive(Debug, Clone, Serialize)]
+struct ChangeRow {
+    scenario: String,
+    retention: String,
+    figure: &'static str,
+    before: String,
+    after: String,
+    change: String,
+    real: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct ComparisonView {
+    baseline: String,
+    summary: String,
+    rows: Vec<ChangeRow>,
+}
+
+fn comparison_view(c: &crate::run::compare::Comparison) -> ComparisonView {
+    let kind = super::export::change_kind;
+    let real = c.changes.iter().filter(|x| x.real).count();
+    ComparisonView {
+        baseline: c.baseline.clone(),
+        summary: format!(
+            "{} figures compared; {real} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).",
+            c.changes.len(),
+            c.z_threshold
+        ),
+        rows: c
+            .changes
+            .iter()
+            .map(|x| ChangeRow {
+                scenario: x.scenario.clone(),
+                retention: x.retention.clone(),
+                figure: super::export::change_label(x.figure),
+                before: fmt(kind(x.figure), x.before.estimate),
+                after: fmt(kind(x.figure), x.after.estimate),
+                change: super::export::relative_text(x),
+                real: x.real,
+            })
+            .collect(),
+    }
+}
+
 /// Renders the page.
 pub fn render(summary: &Summary) -> Result<String, HtmlError> {
     let palette = RatePalette::new(
@@ -930,12 +1255,29 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             .iter()
             .flat_map(|s| s.runs.iter().map(|r| r.rate_per_s)),
     );
-    let primary = summary
-        .scenarios
-        .iter()
-        .find_map(|s| s.runs.first().map(|r| (s, r)));
+    // The page starts from the decision's scenario (the first sizing one), at the bytes per
+    // record it measured, so the what-if panel and the headline size the same store.
+    let decided = summary.decision.as_ref().and_then(|d| {
+        summary
+            .scenarios
+            .iter()
+            .find(|s| s.name == d.scenario)
+            .map(|s| (s, &d.recommendation))
+    });
+    let primary = decided
+        .and_then(|(s, _)| s.runs.first().map(|r| (s, r)))
+        .or_else(|| {
+            summary
+                .scenarios
+                .iter()
+                .find_map(|s| s.runs.first().map(|r| (s, r)))
+        });
     let dist = primary.map_or_else(RetryDelay::seed, |(_, r)| r.model.retry_delay.clone());
-    let base = primary.map_or(model::SEED, |(_, r)| r.model.params);
+    let mut base = primary.map_or(model::SEED, |(_, r)| r.model.params);
+    if let Some((_, rec)) = decided {
+        base.bytes_per_record = rec.bytes_per_record;
+    }
+    let targets = decided.map_or_else(Targets::default, |(_, r)| r.targets);
     let base_estimate = model::estimate(&base, &dist);
     let base_figures = model::figures(&base, &dist).unwrap_or_default();
 
@@ -943,7 +1285,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
     let controls = CONTROLS
         .iter()
         .map(|(name, label, unit, kind, values)| {
-            let own = param(&base, name);
+            let own = own_value(&base, &targets, name);
             let values = control_values(values, own);
             let index = values
                 .iter()
@@ -973,9 +1315,12 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         })
         .collect();
     let primary_colour = palette.colour(base.rate_per_s);
+    // Only sizing runs are comparable points on the trade-off: a failure demonstration (a
+    // short lease, say) would sit on the line while measuring something else.
     let sim_points: Vec<SimPoint> = summary
         .scenarios
         .iter()
+        .filter(|s| s.kind == ScenarioKind::Sizing)
         .flat_map(|s| s.runs.iter())
         .filter(|r| {
             let p = &r.model.params;
@@ -992,6 +1337,16 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             cost: triple(&r.figures.total_cost_per_day),
         })
         .collect();
+    let start_decision = crate::decision::decide(
+        &base,
+        &dist,
+        &crate::decision::DecisionInputs {
+            targets,
+            ..Default::default()
+        },
+    )
+    .ok()
+    .and_then(|r| r.recommended);
     let whatif = WhatIf {
         context: format!(
             "Starting from {}: {}, {} per record, carrier window {}.",
@@ -1007,6 +1362,34 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             Kind::UsdPerDay,
             base_estimate.recommended_total_cost_per_day,
         ),
+        decision: start_decision
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |c| c.retention.clone()),
+        decision_note: start_decision.as_ref().map_or_else(
+            || "no retention up to the horizon meets the target and the budgets".to_string(),
+            |c| {
+                format!(
+                    "{} per copy, {} duplicates/day, {}",
+                    human_bytes(c.store_bytes),
+                    human_count(c.duplicate_labels_per_day),
+                    fmt(Kind::UsdPerDay, c.total_cost_per_day)
+                )
+            },
+        ),
+        tradeoff_table: DataTable {
+            head: vec!["Retention", "Store size", "Duplicate labels", "Daily cost"],
+            rows: sweep_rows(&base_estimate)
+                .iter()
+                .map(|r| {
+                    vec![
+                        human_duration(r.retention_s),
+                        human_bytes(r.store_bytes),
+                        fmt(Kind::PerDay, r.duplicates_per_day),
+                        fmt(Kind::UsdPerDay, r.total_cost_per_day),
+                    ]
+                })
+                .collect(),
+        },
         tradeoff_svg: svg_or_note(charts::tradeoff(
             &sweep_rows(&base_estimate),
             base.retention_s,
@@ -1042,7 +1425,16 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             colour: charts::BAD,
         });
     }
+    let retry_table = DataTable {
+        head: vec!["Delay after the first attempt", "Share of retries arrived"],
+        rows: dist
+            .points()
+            .iter()
+            .map(|(t, c)| vec![human_duration(*t), percent(*c)])
+            .collect(),
+    };
     charts_out.push(ChartView {
+        table: Some(retry_table),
         id: "chart-retry",
         title: "How late do retries arrive?".into(),
         svg: svg_or_note(charts::retry_cdf(&dist, &windows)),
@@ -1082,7 +1474,20 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         }
     }
     if !lines.is_empty() {
+        let rows = lines
+            .iter()
+            .flat_map(|l| {
+                charts::downsample(&l.points, 9)
+                    .into_iter()
+                    .map(|(t, k)| vec![l.label.clone(), rough_duration(t), human_count(k)])
+                    .collect::<Vec<_>>()
+            })
+            .collect();
         charts_out.push(ChartView {
+            table: Some(DataTable {
+                head: vec!["Run", "Simulated time", "Keys in the store"],
+                rows,
+            }),
             id: "chart-keys",
             title: "Keys in the store over simulated time".into(),
             svg: svg_or_note(charts::keys_over_time(&lines, true, (1000, 300))),
@@ -1116,6 +1521,10 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         .collect();
     if !bpr.is_empty() {
         charts_out.push(ChartView {
+            table: Some(DataTable {
+                head: vec!["Run", "Bytes per record"],
+                rows: bpr.iter().map(|b| vec![b.label.clone(), b.text.clone()]).collect(),
+            }),
             id: "chart-bytes",
             title: "Measured against assumed bytes per record".into(),
             svg: svg_or_note(charts::bars(
@@ -1175,6 +1584,10 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             }
         }
         charts_out.push(ChartView {
+            table: Some(DataTable {
+                head: vec!["Run", "Creates per second"],
+                rows: bars.iter().map(|b| vec![b.label.clone(), b.text.clone()]).collect(),
+            }),
             id: "chart-bench",
             title: "Engine throughput (from idemcalc bench)".into(),
             svg: svg_or_note(charts::bars("bench", &bars, "Label creates per second", false, &|v| thousands(v), Some((base.peak_rate_per_s, format!("peak {}", rate_per_s(base.peak_rate_per_s)))), 1000)),
@@ -1239,7 +1652,11 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             .iter()
             .map(|b| b.describe())
             .collect(),
-        headline: primary.map(|(s, r)| headline(s, r)),
+        decision: decided.map(|(s, r)| decision_view(s, r)),
+        legend: PAGE_LEGEND,
+        sizing_rows: glance_rows(summary, ScenarioKind::Sizing),
+        failure_rows: glance_rows(summary, ScenarioKind::Failure),
+        comparison: summary.comparison.as_ref().map(comparison_view),
         whatif,
         charts: charts_out,
         scenarios,
@@ -1256,7 +1673,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         page => minijinja::Value::from(minijinja::value::Serde(&page)),
         css => minijinja::Value::from_safe_string(CSS.to_string()),
         script => minijinja::Value::from_safe_string(SCRIPT.to_string()),
-        model_json => minijinja::Value::from_safe_string(model_json(&base, &dist, &sim_points)?),
+        model_json => minijinja::Value::from_safe_string(model_json(&base, &targets, &dist, &sim_points)?),
     })?;
     Ok(html)
 }
@@ -1295,7 +1712,7 @@ mod tests {
 
     #[test]
     fn embedded_json_cannot_close_the_script() {
-        let j = model_json(&model::SEED, &RetryDelay::seed(), &[]).unwrap();
+        let j = model_json(&model::SEED, &Targets::default(), &RetryDelay::seed(), &[]).unwrap();
         assert!(!j.contains('<'));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(

@@ -25,16 +25,71 @@ pub use crate::scenario::{Loaded, load_dir};
 pub use export::{Exporter, HtmlExporter, JsonExporter, MarkdownExporter};
 
 impl BrokenBudget {
-    /// `baseline-400 (24h): max_store_gb: 31.7 GB > 25 GB`.
+    /// `baseline-400 (30d): max_store_gb: 531 GB (95%: 520 GB – 540 GB) > 25 GB, over by 506 GB
+    /// (2024% of the limit)`.
     pub fn describe(&self) -> String {
-        let f = |v: f64| html::budget_value(self.budget, v);
-        format!(
-            "{} ({}): {}: {} > {}",
-            self.scenario,
-            self.retention,
+        describe_limit(
+            &self.scenario,
+            &self.retention,
             self.budget,
-            f(self.figure),
-            f(self.limit)
+            self.figure,
+            self.ci95,
+            self.limit,
+        )
+    }
+}
+
+impl Verdict {
+    /// The verdict as one line, with the interval and the margin to the limit.
+    pub fn describe(&self, scenario: &str, retention: &str) -> String {
+        describe_limit(
+            scenario,
+            retention,
+            self.budget,
+            self.figure.estimate,
+            [self.figure.ci95_low, self.figure.ci95_high],
+            self.limit,
+        )
+    }
+}
+
+/// A figure against its limit, with its 95 % interval and how far it is from the limit.
+fn describe_limit(
+    scenario: &str,
+    retention: &str,
+    budget: &str,
+    figure: f64,
+    ci95: [f64; 2],
+    limit: f64,
+) -> String {
+    let f = |v: f64| html::budget_value(budget, v);
+    let interval = if ci95[0].is_finite() && ci95[1].is_finite() && ci95[0] < ci95[1] {
+        format!(" (95%: {} – {})", f(ci95[0]), f(ci95[1]))
+    } else {
+        String::new()
+    };
+    let gap = (figure - limit).abs();
+    let gap_text = if budget == "max_store_growth" {
+        format!("{:.1} points", gap * 100.0)
+    } else {
+        f(gap)
+    };
+    let share = if limit > 0.0 {
+        format!(" ({:.0}% of the limit)", gap / limit * 100.0)
+    } else {
+        String::new()
+    };
+    if figure > limit {
+        format!(
+            "{scenario} ({retention}): {budget}: {}{interval} > {}, over by {gap_text}{share}",
+            f(figure),
+            f(limit),
+        )
+    } else {
+        format!(
+            "{scenario} ({retention}): {budget}: {}{interval} ≤ {}, margin {gap_text}{share}",
+            f(figure),
+            f(limit),
         )
     }
 }
@@ -122,6 +177,7 @@ mod tests {
             max_store_gb: Some(19.5),
             max_duplicates_per_day: Some(110.0),
             max_cost_per_day: Some(1000.0),
+            max_store_growth: None,
         };
         let v = verdicts(&b, &f);
         let statuses: Vec<Status> = v.iter().map(|v| v.status).collect();

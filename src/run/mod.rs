@@ -6,12 +6,14 @@
 //! for every store's lifecycle). It knows no output format: the report's exporters and
 //! the CLI turn its results into text.
 
+pub mod compare;
 pub mod results;
 pub mod stores;
 
 pub use results::*;
 pub use stores::{Slot, StoreOptions, Stores};
 
+use crate::decision::{DecisionInputs, Recommendation, Targets, decide};
 use crate::engine::{CarrierKey, KeyScope, RecordPlacement};
 use crate::model::{self, Estimate, ModelParams};
 use crate::scenario::{Budgets, Loaded, Scenario};
@@ -232,15 +234,32 @@ pub fn scenarios(
                 })?)
             }
         };
+        let deviations = deviations(s);
+        let kind = if runs.is_empty() {
+            ScenarioKind::Timeline
+        } else if deviations.is_empty() {
+            ScenarioKind::Sizing
+        } else {
+            ScenarioKind::Failure
+        };
+        let decision = match kind {
+            ScenarioKind::Sizing => Some(
+                decision(&s.settings, s.budgets.as_ref(), &runs)
+                    .map_err(|e| anyhow::anyhow!("{}: the decision: {e:#}", l.path.display()))?,
+            ),
+            _ => None,
+        };
         scenarios.push(ScenarioResult {
             name: s.name.clone(),
+            kind,
             file: l.file_name(),
             description: s.description.trim().to_string(),
             seed: s.settings.seed,
-            deviations: deviations(s),
+            deviations,
             budgets: s.budgets.clone(),
             runs,
             timeline,
+            decision,
         });
     }
     Ok(summarise(scenarios, None))
@@ -260,6 +279,7 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
                         retention: r.retention.clone(),
                         budget: v.budget,
                         figure: v.figure.estimate,
+                        ci95: [v.figure.ci95_low, v.figure.ci95_high],
                         limit: v.limit,
                         unit: v.unit,
                     })
@@ -269,14 +289,59 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
     let interrupted = scenarios
         .iter()
         .any(|s| s.runs.iter().any(|r| r.sampling.interrupted));
+    let decision = scenarios.iter().find_map(|s| {
+        s.decision.as_ref().map(|d| Headline {
+            scenario: s.name.clone(),
+            recommendation: d.clone(),
+        })
+    });
     Summary {
         schema_version: SCHEMA_VERSION,
         tool: Tool::default(),
+        decision,
         scenarios,
+        comparison: None,
         broken_budgets,
         bench,
         interrupted,
     }
+}
+
+/// The retention decision for a sizing scenario, at the bytes per record its runs measured
+/// (with their interval) rather than the model's assumed 512 B, so the recommendation sizes
+/// the store the engine really writes. Budgets are the decision's targets; without a
+/// duplicates budget the default risk target (fewer than one a month) applies.
+pub fn decision(
+    settings: &Settings,
+    budgets: Option<&Budgets>,
+    runs: &[RunResult],
+) -> anyhow::Result<Recommendation> {
+    let dist = settings.retry_delay()?;
+    let first = runs
+        .first()
+        .map_or_else(|| settings.retentions()[0], |r| r.retention_s);
+    let mut params = settings.model_params(first);
+    // The longest run reached the most representative steady state; any run measured the
+    // record size, and all of them measured the same schema and payloads.
+    let measured = runs
+        .iter()
+        .rev()
+        .map(|r| r.figures.bytes_per_record)
+        .find(|f| f.estimate.is_finite() && f.estimate > 0.0);
+    let mut ci95 = None;
+    if let Some(f) = measured {
+        params.bytes_per_record = f.estimate;
+        if f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low > 0.0 {
+            ci95 = Some([f.ci95_low, f.ci95_high]);
+        }
+    }
+    let inputs = DecisionInputs {
+        targets: budgets.map(Targets::from_budgets).unwrap_or_default(),
+        bytes_per_record_ci95: ci95,
+        evidence: settings.retry.fitted.as_ref().and_then(|f| f.evidence()),
+        count_carrier_window: true,
+    };
+    decide(&params, &dist, &inputs).map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }
 
 /// The non-default engine and traffic switches, named like the scenario file names them, so a
@@ -313,6 +378,14 @@ fn deviations(s: &Scenario) -> Vec<String> {
         }
     }
     let c = &s.settings.carrier;
+    // The seed's carrier remembers our derived key for a day; one that forgets sooner removes
+    // the second line of defence behind a short retention.
+    if c.window_ms < 86_400_000 {
+        out.push(format!(
+            "carrier.window = {}",
+            crate::duration::format_secs(c.window_ms as f64 / 1000.0)
+        ));
+    }
     if c.hang_fraction > 0.0 {
         out.push(format!("carrier.hang_fraction = {}", c.hang_fraction));
     }
@@ -478,8 +551,10 @@ pub fn simulation_summary(
         let params = settings.model_params(cfg.retention_s());
         runs.push(run_result(cfg, params, sim, dist, None)?);
     }
+    let decision = Some(decision(settings, Some(&settings.budgets), &runs)?);
     let scenario = ScenarioResult {
         name: "simulate".into(),
+        kind: ScenarioKind::Sizing,
         file: String::new(),
         description,
         seed: settings.seed,
@@ -487,6 +562,7 @@ pub fn simulation_summary(
         budgets: None,
         runs,
         timeline: None,
+        decision,
     };
     Ok(summarise(vec![scenario], None))
 }

@@ -5,6 +5,7 @@
 //! Invariant: nothing here holds a wall-clock time or a temporary path, so the same scenarios
 //! and seeds give a byte-identical `summary.json` (CI diffs it).
 
+use crate::decision::Recommendation;
 use crate::model::Estimate;
 use crate::scenario::Budgets;
 use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
@@ -13,14 +14,20 @@ use serde::{Deserialize, Serialize};
 use std::path::Path;
 
 /// Version of `summary.json`; bump it when a field changes meaning or goes away.
-pub const SCHEMA_VERSION: u32 = 1;
+/// 2: `decision` (the report's headline), per-scenario `kind` and `decision`, `comparison`
+/// (with `report --baseline`); every field of version 1 kept its name and meaning.
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// Everything the report shows, as numbers. Serialised as `summary.json`.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub schema_version: u32,
     pub tool: Tool,
+    /// The retention decision of the first sizing scenario in file order: the report's headline.
+    pub decision: Option<Headline>,
     pub scenarios: Vec<ScenarioResult>,
+    /// The change of each figure against `report --baseline`, when one was given.
+    pub comparison: Option<super::compare::Comparison>,
     /// Every broken budget of every scenario, in scenario order: what CI prints and fails on.
     pub broken_budgets: Vec<BrokenBudget>,
     /// `idemcalc bench --format json` results, when `--bench` was given.
@@ -44,10 +51,32 @@ impl Default for Tool {
     }
 }
 
+/// The decision the report leads with, and the scenario it was made for.
+#[derive(Debug, Clone, Serialize)]
+pub struct Headline {
+    pub scenario: String,
+    pub recommendation: Recommendation,
+}
+
+/// What a scenario is for, which decides where the report shows it: only sizing runs are
+/// comparable points on one trade-off; a failure demonstration switches a line of defence off
+/// and is shown on its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ScenarioKind {
+    /// The seed's design, simulated: its figures size a real store.
+    Sizing,
+    /// Simulated with one or more of the seed's defences removed (see `deviations`).
+    Failure,
+    /// A scripted timeline only: responses, not sizes.
+    Timeline,
+}
+
 /// One scenario file's results.
 #[derive(Debug, Clone, Serialize)]
 pub struct ScenarioResult {
     pub name: String,
+    pub kind: ScenarioKind,
     /// The file name, without its directory (which differs between machines).
     pub file: String,
     pub description: String,
@@ -58,6 +87,8 @@ pub struct ScenarioResult {
     /// One simulation per retention, in the file's order.
     pub runs: Vec<RunResult>,
     pub timeline: Option<TimelineReport>,
+    /// The retention decision at the measured bytes per record (sizing scenarios only).
+    pub decision: Option<Recommendation>,
 }
 
 /// One simulated retention: measured figures beside the model's, and the budget verdicts.
@@ -141,6 +172,8 @@ pub struct BrokenBudget {
     pub retention: String,
     pub budget: &'static str,
     pub figure: f64,
+    /// The figure's 95 % interval, so a breach reads with its uncertainty.
+    pub ci95: [f64; 2],
     pub limit: f64,
     pub unit: &'static str,
 }

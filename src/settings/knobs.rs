@@ -637,9 +637,9 @@ pub const KNOBS: &[Knob] = &[
         Some("budgets.max_store_gb"),
         at_least(0.0, 1e9),
         None,
-        ESTIMATE,
+        BOTH,
         "GB",
-        "Steady-state store size budget, decimal GB."
+        "Steady-state store size budget, decimal GB; the decision recommends no retention whose store exceeds it."
     ),
     knob!(
         "max_duplicates_per_day",
@@ -647,7 +647,7 @@ pub const KNOBS: &[Knob] = &[
         Some("budgets.max_duplicates_per_day"),
         Kind::PerDay,
         None,
-        ESTIMATE,
+        BOTH,
         "LABELS",
         "Real duplicate labels per day budget; for `estimate`, the decision's duplicates target (default: fewer than one a month, 1/30 a day)."
     ),
@@ -657,9 +657,19 @@ pub const KNOBS: &[Knob] = &[
         Some("budgets.max_cost_per_day"),
         at_least(0.0, 1e12),
         None,
-        ESTIMATE,
+        BOTH,
         "USD",
         "Storage plus duplicate labels budget, USD per day."
+    ),
+    knob!(
+        "max_store_growth",
+        "--max-store-growth",
+        Some("budgets.max_store_growth"),
+        at_least(0.0, 1e6),
+        None,
+        FILE_ONLY,
+        "FRACTION",
+        "Largest growth of the store size against `report --baseline`, as a fraction (0.10: 10 %); only a change the intervals call real counts."
     ),
 ];
 

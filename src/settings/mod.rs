@@ -235,6 +235,9 @@ pub struct Budgets {
     pub max_duplicates_per_day: Option<f64>,
     /// Storage plus duplicate labels, USD per day.
     pub max_cost_per_day: Option<f64>,
+    /// Growth of the store size against a baseline run (`report --baseline`), as a fraction.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_store_growth: Option<f64>,
 }
 
 impl Budgets {
@@ -242,6 +245,7 @@ impl Budgets {
         self.max_store_gb.is_none()
             && self.max_duplicates_per_day.is_none()
             && self.max_cost_per_day.is_none()
+            && self.max_store_growth.is_none()
     }
 }
 
@@ -398,6 +402,7 @@ impl Settings {
                 max_store_gb: v.number("max_store_gb"),
                 max_duplicates_per_day: v.number("max_duplicates_per_day"),
                 max_cost_per_day: v.number("max_cost_per_day"),
+                max_store_growth: v.number("max_store_growth"),
             },
         };
         s.cross_check(v)
@@ -571,19 +576,25 @@ impl Settings {
 
 /// Reads a text input file, refusing one larger than [`MAX_INPUT_BYTES`] before reading it all.
 pub fn read_limited(path: &std::path::Path) -> Result<String, std::io::Error> {
+    let bytes = read_limited_bytes(path, MAX_INPUT_BYTES)?;
+    String::from_utf8(bytes)
+        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+}
+
+/// Reads at most `limit` bytes of `path`, failing on a larger file rather than truncating it.
+pub fn read_limited_bytes(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, std::io::Error> {
     use std::io::Read as _;
     let file = std::fs::File::open(path)?;
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT_BYTES + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > MAX_INPUT_BYTES {
+    file.take(limit + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > limit {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
             format!(
                 "larger than the {} KiB limit for an input file",
-                MAX_INPUT_BYTES / 1024
+                limit / 1024
             ),
         ));
     }
-    String::from_utf8(bytes)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
+    Ok(bytes)
 }

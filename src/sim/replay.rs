@@ -510,6 +510,9 @@ pub struct Tallies {
     /// second half of the arrivals).
     pub bytes_per_record_samples: Vec<f64>,
     pub bytes_per_record: f64,
+    /// Records in the store at each measurement of bytes per record: a store is measured in
+    /// whole pages, which sets the smallest honest interval (see `bytes_per_record_figure`).
+    pub bytes_per_record_records: Vec<u64>,
     pub series: Vec<SeriesPoint>,
     pub simulated_s: f64,
     pub replayed_requests: u64,
@@ -1088,14 +1091,21 @@ fn random_key(rng: &mut StdRng) -> String {
 
 /// Bytes of the key records (rows and both indexes) per record, from the store's own accounting.
 fn bytes_per_record(engine: &mut Engine) -> Result<f64, SimError> {
+    Ok(bytes_and_records(engine)?.0)
+}
+
+fn bytes_and_records(engine: &mut Engine) -> Result<(f64, u64), SimError> {
     let bytes = engine.store().bytes()?;
     let n = engine.store().count_keys()?;
     Ok(if n == 0 {
-        0.0
+        (0.0, 0)
     } else {
-        bytes.keys_bytes() as f64 / n as f64
+        (bytes.keys_bytes() as f64 / n as f64, n)
     })
 }
+
+/// The page size both stores allocate in (SQLite's `PAGE_SIZE`, PostgreSQL's block).
+const PAGE_BYTES: f64 = 8192.0;
 
 /// At most this many measurements of bytes per record in a run: each one reads the store's
 /// page accounting, which costs a scan.
@@ -1261,9 +1271,10 @@ pub fn run_once(
             r.t.end_keys = keys;
             r.t.end_raw = [r.live_count[0] as f64, r.live_count[1] as f64];
             if now >= next_bpr {
-                let b = bytes_per_record(r.flow.engine())?;
+                let (b, n) = bytes_and_records(r.flow.engine())?;
                 if b > 0.0 {
                     r.t.bytes_per_record_samples.push(b);
+                    r.t.bytes_per_record_records.push(n);
                 }
                 next_bpr = now + bpr_every;
             }
@@ -1674,6 +1685,27 @@ fn records_figure(
 /// the measurements over one replicate's steady window. One measurement alone has no interval:
 /// it is shown as such (not a number, `null` in JSON) with a note, never as a zero-width one.
 fn bytes_per_record_figure(runs: &[Tallies], notes: &mut Vec<String>) -> Figure {
+    let figure = bytes_per_record_spread(runs, notes);
+    // Within one run the samples share one b-tree layout, so their spread misses how another
+    // run's keys would lay out the pages; each of the two b-trees is measured in whole pages
+    // and lands a page or so either way. At least that much, per record, is in the interval.
+    let records: Vec<u64> = runs
+        .iter()
+        .flat_map(|t| t.bytes_per_record_records.iter().copied())
+        .collect();
+    if records.is_empty() || !figure.ci95_low.is_finite() {
+        return figure;
+    }
+    let mean_records = records.iter().sum::<u64>() as f64 / records.len() as f64;
+    let floor = 2.0 * PAGE_BYTES / (mean_records * (runs.len() as f64).sqrt());
+    Figure {
+        ci95_low: figure.ci95_low.min(figure.estimate - floor),
+        ci95_high: figure.ci95_high.max(figure.estimate + floor),
+        ..figure
+    }
+}
+
+fn bytes_per_record_spread(runs: &[Tallies], notes: &mut Vec<String>) -> Figure {
     let per_run: Vec<f64> = runs
         .iter()
         .map(|t| {

@@ -15,14 +15,19 @@ use std::time::Duration;
 
 /// Bumped whenever the schema changes; a store written by a newer version is refused rather than
 /// misread.
-pub const SCHEMA_VERSION: i64 = 1;
+/// 2: `state` is an INTEGER (0 started, 1 completed), which SQLite stores in the record header
+/// alone, instead of the 7–9 bytes of its name in every record.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// SQLite page size for new stores, bytes.
+pub const PAGE_SIZE: u32 = 8192;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     caller_id       TEXT    NOT NULL,
     idem_key        TEXT    NOT NULL,
     request_hash    BLOB    NOT NULL,
-    state           TEXT    NOT NULL CHECK (state IN ('started', 'completed')),
+    state           INTEGER NOT NULL CHECK (state IN (0, 1)), -- 0 started, 1 completed
     locked_until    INTEGER,
     lease_token     BLOB,
     response_status INTEGER,
@@ -109,8 +114,12 @@ impl SqliteStore {
             Synchronous::Normal => "NORMAL",
             Synchronous::Full => "FULL",
         };
+        // 8 KiB pages, set before WAL mode writes the header (a no-op on an existing file): a
+        // key record is ~420 B, so a 4 KiB page holds 9 and wastes most of a tenth; on 8 KiB
+        // pages that tail waste halves (measured: 629.9 → 600.7 B per record under churn, see
+        // the README's bytes-per-record table).
         conn.execute_batch(&format!(
-            "PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
+            "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
             options.cache_kib
         ))
         .map_err(open_err)?;
@@ -135,6 +144,14 @@ impl SqliteStore {
         let version: i64 = tx
             .query_row("PRAGMA user_version", [], |r| r.get(0))
             .map_err(|e| self_err(&location, e))?;
+        if version > 0 && version < SCHEMA_VERSION {
+            return Err(StoreError::Open {
+                location,
+                message: format!(
+                    "the store has schema version {version}, written by an older idemcalc (this one writes {SCHEMA_VERSION}); key stores here are scratch data, so use a new file"
+                ),
+            });
+        }
         if version > SCHEMA_VERSION {
             return Err(StoreError::Open {
                 location,
@@ -278,7 +295,7 @@ fn select_key(
 
 struct KeyRowRaw {
     request_hash: Vec<u8>,
-    state: String,
+    state: i64,
     locked_until_ms: Option<Millis>,
     response_status: Option<u16>,
     response_body: Option<String>,
@@ -290,7 +307,11 @@ fn finish_row(raw: Option<RawKey>) -> Result<Option<KeyRow>, StoreError> {
     raw.map(|(raw, token)| {
         Ok(KeyRow {
             request_hash: raw.request_hash,
-            state: KeyState::parse(&raw.state)?,
+            state: match raw.state {
+                0 => KeyState::Started,
+                1 => KeyState::Completed,
+                other => return Err(StoreError::Corrupt(format!("state {other} is not 0 or 1"))),
+            },
             locked_until_ms: raw.locked_until_ms,
             lease_token: token_from(token)?,
             response_status: raw.response_status,
@@ -324,7 +345,7 @@ impl Tx for SqliteTx<'_> {
             .prepare_cached(
                 "INSERT INTO idempotency_keys
                    (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 'started', ?4, ?5, ?6, ?7)
+                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)
                  ON CONFLICT (caller_id, idem_key) DO NOTHING",
             )
             .and_then(|mut s| {
@@ -383,10 +404,15 @@ impl Tx for SqliteTx<'_> {
             .tx
             .prepare_cached(
                 "UPDATE idempotency_keys SET locked_until = ?3
-                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 'started' AND lease_token = ?4",
+                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 0 AND lease_token = ?4",
             )
             .and_then(|mut s| {
-                s.execute(params![caller_id, idem_key, locked_until_ms, &lease_token[..]])
+                s.execute(params![
+                    caller_id,
+                    idem_key,
+                    locked_until_ms,
+                    &lease_token[..]
+                ])
             })
             .map_err(|e| self.err(e))?;
         Ok(n == 1)
@@ -397,10 +423,10 @@ impl Tx for SqliteTx<'_> {
             .tx
             .prepare_cached(
                 "UPDATE idempotency_keys
-                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                    SET state = 1, locked_until = NULL, lease_token = NULL,
                         response_status = ?3, response_body = ?4, expires_at = ?5
                   WHERE caller_id = ?1 AND idem_key = ?2
-                    AND state = 'started' AND lease_token = ?6",
+                    AND state = 0 AND lease_token = ?6",
             )
             .and_then(|mut s| {
                 s.execute(params![
@@ -479,7 +505,7 @@ impl Tx for SqliteTx<'_> {
         self.tx
             .prepare_cached(
                 "DELETE FROM idempotency_keys
-                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 'started' AND lease_token = ?3",
+                  WHERE caller_id = ?1 AND idem_key = ?2 AND state = 0 AND lease_token = ?3",
             )
             .and_then(|mut s| s.execute(params![caller_id, idem_key, &lease_token[..]]))
             .map_err(|e| self.err(e))?;
@@ -598,7 +624,7 @@ impl Store for SqliteStore {
             .conn
             .query_row(
                 "SELECT COUNT(*) FROM idempotency_keys k
-                  WHERE k.state = 'completed' AND k.response_status = 201
+                  WHERE k.state = 1 AND k.response_status = 201
                     AND NOT EXISTS (SELECT 1 FROM labels l
                                      WHERE l.label_id = json_extract(k.response_body, '$.label_id'))",
                 [],

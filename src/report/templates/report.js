@@ -203,6 +203,27 @@
     return { rows: rows, best: best };
   }
 
+  // The decision rule of src/decision.rs: the shortest retention up to the horizon whose real
+  // duplicates stay under the target and whose store and cost fit the budgets. The check at
+  // load below compares it with Rust's answer at the page's starting inputs.
+  function decide(params) {
+    var horizon = M.horizon_s, T = M.targets;
+    var target = params.max_duplicates_per_day;
+    var rs = M.sweep_retentions_s.slice();
+    rs.push(params.retention_s, horizon);
+    rs = rs.filter(function (r) { return isFinite(r) && r > 0 && r <= horizon; });
+    rs.sort(function (a, b) { return a - b; });
+    rs = rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; });
+    for (var i = 0; i < rs.length; i++) {
+      var v = evaluate(Object.assign({}, params, { retention_s: rs[i] }));
+      var ok = v.duplicate_labels_per_day <= target &&
+        (T.max_store_gb === null || T.max_store_gb === undefined || v.store_bytes <= T.max_store_gb * 1e9) &&
+        (T.max_cost_per_day === null || T.max_cost_per_day === undefined || v.total_cost_per_day <= T.max_cost_per_day);
+      if (ok) return { retention_s: rs[i], v: v };
+    }
+    return null;
+  }
+
   // ---- Checks at load: the script must agree with Rust, or say so loudly. ----
   M.check_formats.forEach(function (c) {
     var got = FORMAT[c[0]](c[1]);
@@ -218,6 +239,11 @@
     var s = sweep(M.base);
     if (s.best && s.best.retention_s !== M.check_recommended_s) {
       console.error("cheapest retention: page " + s.best.retention_s + " s, idemcalc " + M.check_recommended_s + " s");
+    }
+    var d = decide(Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day }, M.base));
+    var got = d ? d.retention_s : null;
+    if (got !== M.check_decision_s) {
+      console.error("recommended retention: page " + got + " s, idemcalc " + M.check_decision_s + " s");
     }
   })();
 
@@ -243,37 +269,47 @@
     var t = niceTicks(0, max * 1.08, 5), step = t.length > 1 ? t[1] : max;
     return Math.ceil(max * 1.08 / step) * step;
   }
-  var COLOURS = { line: "#2563eb", ok: "#16a34a", muted: "#6b7280", bad: "#dc2626", grid: "#e5e7eb", ink: "#1f2937" };
+  var COLOURS = { line: "#2563eb", ok: "#16a34a", okText: "#15803d", muted: "#6b7280", bad: "#dc2626", badText: "#b91c1c", grid: "#e5e7eb", ink: "#1f2937" };
   function drawTradeoff(params) {
     var s = sweep(params);
     // Simulated runs stay on the chart while only the retention differs from the run's inputs.
     var simsComparable = Object.keys(M.base).every(function (k) {
       return k === "retention_s" || k === "peak_rate_per_s" || params[k] === M.base[k];
     });
-    var W = 1000, H = 300;
+    var wrap = document.getElementById("tradeoff");
+    // Drawn at the container's own width, one pixel per unit, so text keeps its size on a
+    // phone; below 640 px the three panels stack.
+    var avail = Math.max(300, Math.floor(wrap.clientWidth || 1000));
+    var stacked = avail < 640;
+    var PW = stacked ? avail : avail / 3, PH = stacked ? 240 : 300;
+    var W = avail, H = stacked ? PH * 3 : PH;
     var svg = el("svg", { "class": "chart", role: "img", width: W, height: H, viewBox: "0 0 " + W + " " + H,
-      "aria-label": "Retention trade-off: store size, duplicates and daily cost (recomputed)" });
+      "aria-label": "Retention trade-off: store size, duplicates and daily cost (recomputed; the values are in the table below)" });
     el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff" }, svg);
     var xs = s.rows.map(function (r) { return Math.log10(r.retention_s); });
     var xlo = xs[0] - 0.08, xhi = xs[xs.length - 1] + 0.08;
-    var xticks = [3600, 21600, 86400, 259200, 604800, 2592000].filter(function (t) {
+    var xticks = (stacked ? [3600, 86400, 604800, 2592000] : [3600, 21600, 86400, 259200, 604800, 2592000]).filter(function (t) {
       return Math.log10(t) >= xlo && Math.log10(t) <= xhi;
     });
+    var T = M.targets;
     var panels = [
-      ["Store size", "Store size (bytes)", "store_bytes", humanBytes],
-      ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount],
-      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd]
+      ["Store size", "Store size (bytes)", "store_bytes", humanBytes, T.max_store_gb != null ? T.max_store_gb * 1e9 : null, "budget"],
+      ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount, params.max_duplicates_per_day, "target"],
+      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd, T.max_cost_per_day != null ? T.max_cost_per_day : null, "budget"]
     ];
-    var tip = [];
+    var decided = decide(params);
     panels.forEach(function (p, pi) {
-      var ox = pi * (W / 3), left = ox + 68, right = ox + W / 3 - 18, top = 30, bottom = H - 44;
+      var ox = stacked ? 0 : pi * PW, oy = stacked ? pi * PH : 0;
+      var left = ox + 68, right = ox + PW - 18, top = oy + 30, bottom = oy + PH - 44;
       var values = s.rows.map(function (r) { return r[p[2]]; });
       if (simsComparable) (M.sim_points || []).forEach(function (sp) { values.push(sp[p[2]][2]); });
       var max = Math.max.apply(null, values);
-      var yTop = niceTop(max);
+      // A limit far above the data would flatten it: draw it only when it is in view.
+      var limit = p[4], limitShown = limit !== null && limit !== undefined && isFinite(limit) && limit <= max * 3;
+      var yTop = niceTop(limitShown ? Math.max(max, limit) : max);
       var X = function (v) { return left + (v - xlo) / (xhi - xlo) * (right - left); };
       var Y = function (v) { return bottom - v / yTop * (bottom - top); };
-      el("text", { x: ox + W / 6, y: 18, "text-anchor": "middle", "font-size": 14, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[0]);
+      el("text", { x: ox + PW / 2, y: oy + 18, "text-anchor": "middle", "font-size": 14, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[0]);
       niceTicks(0, yTop, 4).forEach(function (t) {
         el("line", { x1: left, x2: right, y1: Y(t), y2: Y(t), stroke: COLOURS.grid }, svg);
         el("text", { x: left - 6, y: Y(t) + 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, p[3](t));
@@ -285,8 +321,12 @@
       });
       el("line", { x1: left, x2: left, y1: top, y2: bottom, stroke: COLOURS.muted }, svg);
       el("line", { x1: left, x2: right, y1: bottom, y2: bottom, stroke: COLOURS.muted }, svg);
-      el("text", { x: (left + right) / 2, y: H - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)");
-      el("text", { x: 0, y: 0, transform: "translate(" + (ox + 12) + "," + ((top + bottom) / 2) + ") rotate(-90)", "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[1]);
+      el("text", { x: (left + right) / 2, y: oy + PH - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)");
+      el("text", { x: 0, y: 0, transform: "translate(" + (ox + 12) + "," + ((top + bottom) / 2) + ") rotate(-90)", "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[1]);
+      if (limitShown) {
+        el("line", { "class": "limit", x1: left, x2: right, y1: Y(limit), y2: Y(limit), stroke: COLOURS.bad, "stroke-width": 1.5, "stroke-dasharray": "8 4" }, svg);
+        el("text", { x: right - 2, y: Y(limit) - 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.badText }, svg, p[5] + " " + p[3](limit));
+      }
       var path = function (key, colour, width, dash) {
         var d = s.rows.map(function (r, i) { return (i ? "L" : "M") + X(xs[i]).toFixed(1) + " " + Y(r[key]).toFixed(1); }).join(" ");
         var a = { d: d, fill: "none", stroke: colour, "stroke-width": width };
@@ -312,23 +352,45 @@
       }
       s.rows.forEach(function (r, i) {
         var cheapest = pi === 2 && s.best && r.retention_s === s.best.retention_s;
-        var c = el("circle", { "class": "pt", cx: X(xs[i]), cy: Y(r[p[2]]), r: cheapest ? 6 : 3,
+        var chosen = decided && r.retention_s === decided.retention_s;
+        var c = el("circle", { "class": "pt", cx: X(xs[i]), cy: Y(r[p[2]]), r: cheapest || chosen ? 6 : 3,
           fill: cheapest ? COLOURS.ok : COLOURS.line, stroke: "#fff" }, svg);
-        c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : ""));
+        c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : "") + (chosen ? " (recommended)" : ""));
         if (cheapest) {
           el("circle", { cx: X(xs[i]), cy: Y(r[p[2]]), r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
-          el("text", { x: X(xs[i]) - 64, y: Y(r[p[2]]) - 28, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ok }, svg, "cheapest " + humanDuration(r.retention_s));
+          el("text", { x: X(xs[i]) - 64, y: Y(r[p[2]]) - 28, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.okText }, svg, "cheapest " + humanDuration(r.retention_s));
         }
       });
+      if (decided) {
+        var dx = X(Math.log10(decided.retention_s));
+        el("line", { x1: dx, x2: dx, y1: top, y2: bottom, stroke: COLOURS.okText, "stroke-width": 2 }, svg);
+        el("text", { x: dx + 4, y: bottom - 6, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.okText }, svg, "recommended " + humanDuration(decided.retention_s));
+      }
     });
-    var wrap = document.getElementById("tradeoff");
     wrap.textContent = "";
     wrap.appendChild(svg);
+    // The same values as a table, for keyboards and screen readers.
+    var body = document.querySelector("#tradeoff-data tbody");
+    if (body) {
+      body.textContent = "";
+      s.rows.forEach(function (r) {
+        var tr = document.createElement("tr");
+        [humanDuration(r.retention_s), humanBytes(r.store_bytes), humanCount(r.duplicates_per_day) + "/day", usd(r.total_cost_per_day) + "/day"].forEach(function (t, i) {
+          var td = document.createElement("td");
+          if (i) td.className = "num";
+          td.textContent = t;
+          tr.appendChild(td);
+        });
+        body.appendChild(tr);
+      });
+    }
+    s.decided = decided;
     return s;
   }
 
   // ---- The controls. ----
-  var params = Object.assign({}, M.base);
+  var params = Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day }, M.base);
+  var start = Object.assign({}, params);
   var controls = {};
   M.controls.forEach(function (c) {
     var input = document.getElementById("ctl-" + c.name);
@@ -339,6 +401,7 @@
       var ctl = controls[c.name];
       params[c.name] = ctl.values[Number(input.value)];
       update();
+      writeFragment();
     });
   });
   var note = document.getElementById("script-note");
@@ -361,22 +424,48 @@
       setText("out-recommended", humanDuration(s.best.retention_s), s.best.retention_s);
       setText("out-recommended-cost", usd(s.best.total_cost_per_day) + "/day");
     }
+    if (s.decided) {
+      setText("out-decision", humanDuration(s.decided.retention_s), s.decided.retention_s);
+      setText("out-decision-note", humanBytes(s.decided.v.store_bytes) + " per copy, " +
+        humanCount(s.decided.v.duplicate_labels_per_day) + " duplicates/day, " + usd(s.decided.v.total_cost_per_day) + "/day");
+    } else {
+      setText("out-decision", "none", "");
+      setText("out-decision-note", "no retention up to " + humanDuration(M.horizon_s) + " meets the target and the budgets");
+    }
     document.body.setAttribute("data-updated", "1");
   }
 
-  // URL fragment: #retention=259200&rate=2000 sets the controls and fires their `input`
-  // events, the same path a user's slider move takes. A value not on a control's list is
+  // URL fragment: #retention=259200&rate=2000&scenario=baseline-400 sets the controls (firing
+  // their `input` events, the path a user's slider move takes) and the open tabs; every change
+  // is written back, so a copied link reproduces the view. A value not on a control's list is
   // added to it.
+  var shortName = {};
+  M.fragment.slice().reverse().forEach(function (a) { shortName[a[1]] = a[0]; });
+  var openTabs = {};
+  var applying = false;
+  function writeFragment() {
+    if (applying) return;
+    var parts = [];
+    Object.keys(controls).forEach(function (name) {
+      if (params[name] !== start[name]) parts.push((shortName[name] || name) + "=" + encodeURIComponent(String(params[name])));
+    });
+    Object.keys(openTabs).sort().forEach(function (list) {
+      if (openTabs[list] !== firstTab[list]) parts.push("scenario=" + encodeURIComponent(openTabs[list].replace(/^sc-/, "")));
+    });
+    var hash = parts.length ? "#" + parts.join("&") : " ";
+    try { history.replaceState(null, "", hash === " " ? window.location.pathname + window.location.search : hash); } catch (e) { /* file:// in some browsers */ }
+  }
   function applyFragment() {
     var frag = window.location.hash.replace(/^#/, "");
     if (!frag || frag.indexOf("=") < 0) return;
     var aliases = {};
     M.fragment.forEach(function (a) { aliases[a[0]] = a[1]; });
+    applying = true;
     frag.split("&").forEach(function (kv) {
       var parts = kv.split("=");
       var name = aliases[parts[0]] || parts[0];
+      if (parts[0] === "scenario") { showTab("sc-" + decodeURIComponent(parts[1] || "")); return; }
       var value = Number(decodeURIComponent(parts[1] || ""));
-      if (parts[0] === "scenario") { showTab("sc-" + parts[1]); return; }
       var ctl = controls[name];
       if (!ctl) { if (parts[0]) console.warn("unknown report parameter " + parts[0]); return; }
       if (!isFinite(value)) { console.warn("not a number: " + kv); return; }
@@ -390,33 +479,55 @@
       ctl.input.value = String(i);
       ctl.input.dispatchEvent(new Event("input", { bubbles: true }));
     });
+    applying = false;
   }
 
-  // ---- Tabs: without script every scenario is shown, one after the other. ----
-  var section = document.getElementById("scenarios");
-  var tabs = Array.prototype.slice.call(document.querySelectorAll("#toc .tab"));
-  function showTab(id) {
+  // ---- Tabs (WAI-ARIA tabs: arrow keys, Home, End): without script every scenario is shown,
+  // one after the other, and printing shows them all. ----
+  var firstTab = {};
+  var lists = Array.prototype.slice.call(document.querySelectorAll(".scenarios [role=tablist]"));
+  function tabsOf(list) { return Array.prototype.slice.call(list.querySelectorAll("[role=tab]")); }
+  function showTab(id, focus) {
     var found = false;
-    tabs.forEach(function (t) {
-      var on = t.getAttribute("data-tab") === id;
-      found = found || on;
-      t.classList.toggle("active", on);
-      var a = document.getElementById(t.getAttribute("data-tab"));
-      if (a) a.classList.toggle("active", on);
+    lists.forEach(function (list, li) {
+      var tabs = tabsOf(list);
+      if (!tabs.some(function (t) { return t.getAttribute("data-tab") === id; })) return;
+      found = true;
+      tabs.forEach(function (t) {
+        var on = t.getAttribute("data-tab") === id;
+        t.classList.toggle("active", on);
+        t.setAttribute("aria-selected", on ? "true" : "false");
+        t.setAttribute("tabindex", on ? "0" : "-1");
+        if (on && focus) t.focus();
+        var a = document.getElementById(t.getAttribute("data-tab"));
+        if (a) a.classList.toggle("active", on);
+      });
+      openTabs[li] = id;
     });
     return found;
   }
-  if (section && tabs.length) {
-    section.classList.add("js-tabs");
-    tabs.forEach(function (t) {
-      t.addEventListener("click", function (e) { e.preventDefault(); showTab(t.getAttribute("data-tab")); });
+  lists.forEach(function (list, li) {
+    var tabs = tabsOf(list);
+    if (!tabs.length) return;
+    list.parentNode.classList.add("js-tabs");
+    firstTab[li] = tabs[0].getAttribute("data-tab");
+    tabs.forEach(function (t, i) {
+      t.addEventListener("click", function (e) { e.preventDefault(); showTab(t.getAttribute("data-tab")); writeFragment(); });
+      t.addEventListener("keydown", function (e) {
+        var j = { ArrowRight: i + 1, ArrowLeft: i - 1, Home: 0, End: tabs.length - 1 }[e.key];
+        if (j === undefined) return;
+        e.preventDefault();
+        j = (j + tabs.length) % tabs.length;
+        showTab(tabs[j].getAttribute("data-tab"), true);
+        writeFragment();
+      });
     });
-    document.querySelectorAll('a[href^="#sc-"]').forEach(function (a) {
-      if (a.classList.contains("tab")) return;
-      a.addEventListener("click", function () { showTab(a.getAttribute("href").slice(1)); });
-    });
-    showTab(tabs[0].getAttribute("data-tab"));
-  }
+    showTab(firstTab[li]);
+  });
+  document.querySelectorAll('a[href^="#sc-"]').forEach(function (a) {
+    if (a.classList.contains("tab")) return;
+    a.addEventListener("click", function () { showTab(a.getAttribute("href").slice(1)); });
+  });
 
   // ---- Tooltips: the SVG <title> of each point, restyled. ----
   var tipEl = document.getElementById("tip");
@@ -438,7 +549,14 @@
     if (e.target && e.target.getAttribute && e.target.getAttribute("data-tip")) tipEl.hidden = true;
   });
 
+  var lastWidth = 0;
+  update();
+  lastWidth = document.getElementById("tradeoff").clientWidth;
   applyFragment();
   window.addEventListener("hashchange", applyFragment);
+  window.addEventListener("resize", function () {
+    var w = document.getElementById("tradeoff").clientWidth;
+    if (Math.abs(w - lastWidth) > 20) { lastWidth = w; update(); }
+  });
   document.body.setAttribute("data-ready", "1");
 })();

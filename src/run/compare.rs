@@ -1,0 +1,337 @@
+//! `report --baseline PREVIOUS/summary.json`: each figure of this run beside the same figure of
+//! a previous run, and whether the two differ by more than sampling explains.
+//!
+//! A report on every change is only useful if it says which differences are real: two runs
+//! with different seeds always differ a little. A change is marked when a two-sided z-test on
+//! the difference (each side's standard error read off its 95 % interval) rejects "no change"
+//! at a 5 % family-wise error rate over every figure compared (Bonferroni), so a rerun with
+//! another seed marks nothing in 19 reports out of 20, while a doubled response size marks the
+//! store at once. Figures without an interval (exact counts) change when they differ at all.
+//!
+//! The baseline is read as plain JSON, field by field, so a summary of schema version 1 or 2
+//! compares; a scenario or retention missing on either side is listed, not guessed.
+
+use super::results::{BrokenBudget, RunFigures, Summary};
+use crate::sim::replay::Figure;
+use serde::Serialize;
+use statrs::distribution::{ContinuousCDF, Normal};
+use std::path::Path;
+
+/// The figures compared, with their unit: what a capacity report's reader watches.
+const FIGURES: &[(&str, &str)] = &[
+    ("store_bytes", "bytes"),
+    ("bytes_per_record", "bytes"),
+    ("duplicate_labels_per_day", "labels/day"),
+    ("total_cost_per_day", "USD/day"),
+];
+
+/// Family-wise false-alarm rate of the "real change" marks.
+const FAMILY_ALPHA: f64 = 0.05;
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The baseline file as given on the command line.
+    pub baseline: String,
+    /// The z a difference must exceed to be marked (after the Bonferroni correction).
+    pub z_threshold: f64,
+    pub changes: Vec<Change>,
+    /// `scenario (retention)` present on one side only.
+    pub only_in_baseline: Vec<String>,
+    pub only_in_this_run: Vec<String>,
+}
+
+/// One figure before and after.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub scenario: String,
+    pub retention: String,
+    pub figure: &'static str,
+    pub unit: &'static str,
+    pub before: Figure,
+    pub after: Figure,
+    /// `after / before - 1`; NaN when the baseline is zero.
+    pub relative: f64,
+    /// 95 % interval of `relative` (delta method), when both sides have intervals.
+    pub relative_ci95: Option<[f64; 2]>,
+    /// The difference is larger than sampling explains (see the module's test).
+    pub real: bool,
+}
+
+/// Reads a previous `summary.json` and compares `summary` with it. Errors name the file.
+pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison> {
+    use anyhow::Context;
+    let text = crate::settings::read_limited_bytes(baseline, 256 << 20)
+        .with_context(|| format!("{}: cannot read the baseline", baseline.display()))?;
+    let value: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
+        format!(
+            "{}: not JSON; --baseline takes a previous report's summary.json",
+            baseline.display()
+        )
+    })?;
+    let before = runs_of(&value).ok_or_else(|| {
+        anyhow::anyhow!(
+            "{}: no `scenarios` with `runs`; --baseline takes a previous report's summary.json",
+            baseline.display()
+        )
+    })?;
+    let mut pairs = Vec::new();
+    let mut only_in_this_run = Vec::new();
+    for s in &summary.scenarios {
+        for r in &s.runs {
+            match before
+                .iter()
+                .find(|b| b.scenario == s.name && b.retention == r.retention)
+            {
+                Some(b) => pairs.push((s.name.clone(), r.retention.clone(), b, &r.figures)),
+                None => only_in_this_run.push(format!("{} ({})", s.name, r.retention)),
+            }
+        }
+    }
+    let only_in_baseline = before
+        .iter()
+        .filter(|b| {
+            !summary
+                .scenarios
+                .iter()
+                .any(|s| s.name == b.scenario && s.runs.iter().any(|r| r.retention == b.retention))
+        })
+        .map(|b| format!("{} ({})", b.scenario, b.retention))
+        .collect();
+    let tests = (pairs.len() * FIGURES.len()).max(1) as f64;
+    let z_threshold = normal().inverse_cdf(1.0 - FAMILY_ALPHA / (2.0 * tests));
+    let mut changes = Vec::new();
+    for (scenario, retention, b, after) in pairs {
+        for (name, unit) in FIGURES {
+            let (Some(before), Some(after)) = (b.figures.get(*name), figure(after, name)) else {
+                continue;
+            };
+            changes.push(change(
+                scenario.clone(),
+                retention.clone(),
+                name,
+                unit,
+                *before,
+                after,
+                z_threshold,
+            ));
+        }
+    }
+    Ok(Comparison {
+        baseline: baseline.display().to_string(),
+        z_threshold,
+        changes,
+        only_in_baseline,
+        only_in_this_run,
+    })
+}
+
+/// The store-growth budgets (`max_store_growth`) that the comparison breaks: a real change of
+/// the store size above the limit.
+pub fn growth_verdicts(summary: &Summary, comparison: &Comparison) -> Vec<BrokenBudget> {
+    let mut out = Vec::new();
+    for s in &summary.scenarios {
+        let Some(limit) = s.budgets.as_ref().and_then(|b| b.max_store_growth) else {
+            continue;
+        };
+        for c in comparison
+            .changes
+            .iter()
+            .filter(|c| c.scenario == s.name && c.figure == "store_bytes")
+        {
+            if c.real && c.relative > limit {
+                out.push(BrokenBudget {
+                    scenario: s.name.clone(),
+                    retention: c.retention.clone(),
+                    budget: "max_store_growth",
+                    figure: c.relative,
+                    ci95: c.relative_ci95.unwrap_or([c.relative, c.relative]),
+                    limit,
+                    unit: "fraction",
+                });
+            }
+        }
+    }
+    out
+}
+
+fn normal() -> Normal {
+    Normal::new(0.0, 1.0).expect("the standard normal is valid")
+}
+
+/// A standard error read off a 95 % interval; 0 for a figure without one.
+fn se(f: &Figure) -> f64 {
+    let z = normal().inverse_cdf(0.975);
+    let w = f.ci95_high - f.ci95_low;
+    if w.is_finite() && w > 0.0 {
+        w / (2.0 * z)
+    } else {
+        0.0
+    }
+}
+
+fn change(
+    scenario: String,
+    retention: String,
+    figure: &'static str,
+    unit: &'static str,
+    before: Figure,
+    after: Figure,
+    z_threshold: f64,
+) -> Change {
+    let diff = after.estimate - before.estimate;
+    let (sb, sa) = (se(&before), se(&after));
+    let s = (sb * sb + sa * sa).sqrt();
+    let real = if s > 0.0 {
+        (diff / s).abs() > z_threshold
+    } else {
+        diff.abs() > 1e-9 * before.estimate.abs().max(after.estimate.abs())
+    };
+    let relative = if before.estimate != 0.0 {
+        after.estimate / before.estimate - 1.0
+    } else {
+        f64::NAN
+    };
+    // Delta method on the ratio a/b: var ≈ (a/b)² (σa²/a² + σb²/b²).
+    let relative_ci95 = (s > 0.0 && before.estimate > 0.0 && after.estimate > 0.0).then(|| {
+        let ratio = after.estimate / before.estimate;
+        let rel_se =
+            ratio * ((sa / after.estimate).powi(2) + (sb / before.estimate).powi(2)).sqrt();
+        let z = normal().inverse_cdf(0.975);
+        [ratio - 1.0 - z * rel_se, ratio - 1.0 + z * rel_se]
+    });
+    Change {
+        scenario,
+        retention,
+        figure,
+        unit,
+        before,
+        after,
+        relative,
+        relative_ci95,
+        real,
+    }
+}
+
+fn figure(f: &RunFigures, name: &str) -> Option<Figure> {
+    Some(match name {
+        "store_bytes" => f.store_bytes,
+        "bytes_per_record" => f.bytes_per_record,
+        "duplicate_labels_per_day" => f.duplicate_labels_per_day,
+        "total_cost_per_day" => f.total_cost_per_day,
+        _ => return None,
+    })
+}
+
+/// One run of the baseline, read field by field.
+struct BaselineRun {
+    scenario: String,
+    retention: String,
+    figures: std::collections::BTreeMap<String, Figure>,
+}
+
+fn runs_of(v: &serde_json::Value) -> Option<Vec<BaselineRun>> {
+    let mut out = Vec::new();
+    for s in v.get("scenarios")?.as_array()? {
+        let name = s.get("name")?.as_str()?;
+        for r in s.get("runs")?.as_array()? {
+            let retention = r.get("retention")?.as_str()?;
+            let mut figures = std::collections::BTreeMap::new();
+            for (f, _) in FIGURES {
+                let Some(x) = r.get("figures").and_then(|fs| fs.get(*f)) else {
+                    continue;
+                };
+                let num = |k: &str| x.get(k).and_then(serde_json::Value::as_f64);
+                // A non-finite bound is written as null: treat it as "no interval".
+                let Some(estimate) = num("estimate") else {
+                    continue;
+                };
+                figures.insert(
+                    f.to_string(),
+                    Figure {
+                        estimate,
+                        ci95_low: num("ci95_low").unwrap_or(estimate),
+                        ci95_high: num("ci95_high").unwrap_or(estimate),
+                        analytic: num("analytic").unwrap_or(f64::NAN),
+                    },
+                );
+            }
+            out.push(BaselineRun {
+                scenario: name.to_string(),
+                retention: retention.to_string(),
+                figures,
+            });
+        }
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fig(estimate: f64, half: f64) -> Figure {
+        Figure {
+            estimate,
+            ci95_low: estimate - half,
+            ci95_high: estimate + half,
+            analytic: estimate,
+        }
+    }
+
+    #[test]
+    fn a_change_inside_the_noise_is_not_marked_and_a_doubling_is() {
+        let z = 3.0;
+        let same = change(
+            "s".into(),
+            "24h".into(),
+            "store_bytes",
+            "bytes",
+            fig(100.0, 2.0),
+            fig(101.5, 2.0),
+            z,
+        );
+        assert!(!same.real);
+        let doubled = change(
+            "s".into(),
+            "24h".into(),
+            "store_bytes",
+            "bytes",
+            fig(100.0, 2.0),
+            fig(200.0, 4.0),
+            z,
+        );
+        assert!(doubled.real);
+        assert!((doubled.relative - 1.0).abs() < 1e-12);
+        let [lo, hi] = doubled.relative_ci95.unwrap();
+        assert!(lo < 1.0 && 1.0 < hi && lo > 0.8);
+    }
+
+    #[test]
+    fn exact_figures_change_when_they_differ() {
+        let exact = |v| fig(v, 0.0);
+        assert!(
+            !change(
+                "s".into(),
+                "1h".into(),
+                "x",
+                "",
+                exact(3.0),
+                exact(3.0),
+                3.0
+            )
+            .real
+        );
+        assert!(
+            change(
+                "s".into(),
+                "1h".into(),
+                "x",
+                "",
+                exact(3.0),
+                exact(4.0),
+                3.0
+            )
+            .real
+        );
+    }
+}
