@@ -598,6 +598,23 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
     assert_eq!(d.js(view), shown, "the link {hash} must reproduce the view");
     assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
 
+    // A larger saved response moves the bytes per record by its own size, from the measured
+    // figure the panel starts at.
+    d.go("about:blank");
+    d.go(&format!("{url}#response_bytes=2000"));
+    let moved = d.js("var m = JSON.parse(document.getElementById('idemcalc-model').textContent); return [Number(document.getElementById('out-bytes_per_record').getAttribute('data-value')), m.base.bytes_per_record, m.payload.response_bytes]");
+    let m: Vec<f64> = moved
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    assert!(
+        (m[0] - (m[1] + 2000.0 - m[2])).abs() < 1e-6,
+        "bytes per record used {m:?}"
+    );
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
+
     // Print: every scenario shows, the controls do not.
     d.cmd(
         "POST",

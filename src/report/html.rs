@@ -356,6 +356,20 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
         &[1.0, 2.0, 3.0, 4.0, 5.0],
     ),
     (
+        KEY,
+        "Key size",
+        "mean",
+        Kind::Bytes,
+        &[16.0, 36.0, 64.0, 128.0, 255.0],
+    ),
+    (
+        RESPONSE,
+        "Saved response size",
+        "mean",
+        Kind::Bytes,
+        &[100.0, 300.0, 600.0, 1_000.0, 2_000.0, 4_000.0],
+    ),
+    (
         TARGET,
         "Duplicates target",
         "at most",
@@ -376,8 +390,28 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
 /// The one control that is a decision target, not a model input.
 const TARGET: &str = "max_duplicates_per_day";
 
+/// The controls that are payload sizes, not model inputs: the page moves the bytes per record by
+/// the change they make to `model::record_bytes` (key + hash + response + overhead), starting
+/// from the run's own sizes, so at the start the measured bytes per record stands unchanged.
+const KEY: &str = "key_bytes";
+const RESPONSE: &str = "response_bytes";
+
+/// Where the what-if panel starts: the model's inputs, the decision's targets and the payload
+/// sizes the run had.
+struct Start {
+    targets: Targets,
+    key_bytes: f64,
+    response_bytes: f64,
+}
+
 /// The figures the panel recomputes, in the order shown.
 const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
+    (
+        "bytes_per_record",
+        "Bytes per record used",
+        Kind::Bytes,
+        false,
+    ),
     (
         "store_bytes",
         "Store size at average load",
@@ -441,11 +475,12 @@ const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
 ];
 
 /// A control's starting value: a model input, or the decision's duplicates target.
-fn own_value(p: &ModelParams, targets: &Targets, name: &str) -> f64 {
-    if name == TARGET {
-        targets.max_duplicates_per_day
-    } else {
-        param(p, name)
+fn own_value(p: &ModelParams, start: &Start, name: &str) -> f64 {
+    match name {
+        TARGET => start.targets.max_duplicates_per_day,
+        KEY => start.key_bytes,
+        RESPONSE => start.response_bytes,
+        _ => param(p, name),
     }
 }
 
@@ -471,7 +506,7 @@ fn control_values(values: &[f64], own: f64) -> Vec<f64> {
 /// against at load.
 fn model_json(
     base: &ModelParams,
-    targets: &Targets,
+    start: &Start,
     dist: &RetryDelay,
     sims: &[SimPoint],
 ) -> Result<String, HtmlError> {
@@ -481,7 +516,7 @@ fn model_json(
         .map(|(name, label, _, kind, values)| {
             serde_json::json!({
                 "name": name, "label": label, "kind": kind,
-                "values": control_values(values, own_value(base, targets, name)),
+                "values": control_values(values, own_value(base, start, name)),
             })
         })
         .collect();
@@ -491,12 +526,13 @@ fn model_json(
         base,
         dist,
         &crate::decision::DecisionInputs {
-            targets: *targets,
+            targets: start.targets,
             ..Default::default()
         },
     )
     .ok()
     .and_then(|r| r.recommended.map(|c| c.retention_s));
+    let targets = &start.targets;
     let outputs: Vec<serde_json::Value> = OUTPUTS
         .iter()
         .map(|(name, _, kind, _)| serde_json::json!({"name": name, "kind": kind}))
@@ -565,6 +601,8 @@ fn model_json(
         ("carrier_window", "carrier_window_s"),
         ("replicas", "replicas"),
         ("max_duplicates", TARGET),
+        ("key_bytes", KEY),
+        ("response_bytes", RESPONSE),
         ("retention", "retention_s"),
         ("rate", "rate_per_s"),
         ("label_price", "label_price_usd"),
@@ -600,6 +638,10 @@ fn model_json(
             serde_json::to_value(estimate.recommended_retention_s)?,
         );
         o.insert("targets".into(), serde_json::to_value(targets)?);
+        o.insert(
+            "payload".into(),
+            serde_json::json!({ "key_bytes": start.key_bytes, "response_bytes": start.response_bytes }),
+        );
         o.insert(
             "horizon_s".into(),
             serde_json::to_value(dist.max_horizon_s())?,
@@ -1278,6 +1320,14 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         base.bytes_per_record = rec.bytes_per_record;
     }
     let targets = decided.map_or_else(Targets::default, |(_, r)| r.targets);
+    let payload = primary
+        .map(|(_, r)| r.config.engine.payload.clone())
+        .unwrap_or_default();
+    let start = Start {
+        targets,
+        key_bytes: payload.key_bytes.mean_bytes(),
+        response_bytes: payload.response_bytes.mean_bytes(),
+    };
     let base_estimate = model::estimate(&base, &dist);
     let base_figures = model::figures(&base, &dist).unwrap_or_default();
 
@@ -1285,7 +1335,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
     let controls = CONTROLS
         .iter()
         .map(|(name, label, unit, kind, values)| {
-            let own = own_value(&base, &targets, name);
+            let own = own_value(&base, &start, name);
             let values = control_values(values, own);
             let index = values
                 .iter()
@@ -1304,7 +1354,10 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
     let outputs = OUTPUTS
         .iter()
         .map(|(name, label, kind, big)| {
-            let v = base_figures.get(name).copied().unwrap_or(f64::NAN);
+            let v = base_figures
+                .get(name)
+                .copied()
+                .unwrap_or_else(|| param(&base, name));
             Output {
                 name,
                 label,
@@ -1673,7 +1726,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         page => minijinja::Value::from(minijinja::value::Serde(&page)),
         css => minijinja::Value::from_safe_string(CSS.to_string()),
         script => minijinja::Value::from_safe_string(SCRIPT.to_string()),
-        model_json => minijinja::Value::from_safe_string(model_json(&base, &targets, &dist, &sim_points)?),
+        model_json => minijinja::Value::from_safe_string(model_json(&base, &start, &dist, &sim_points)?),
     })?;
     Ok(html)
 }
@@ -1712,7 +1765,17 @@ mod tests {
 
     #[test]
     fn embedded_json_cannot_close_the_script() {
-        let j = model_json(&model::SEED, &Targets::default(), &RetryDelay::seed(), &[]).unwrap();
+        let j = model_json(
+            &model::SEED,
+            &Start {
+                targets: Targets::default(),
+                key_bytes: 36.0,
+                response_bytes: 300.0,
+            },
+            &RetryDelay::seed(),
+            &[],
+        )
+        .unwrap();
         assert!(!j.contains('<'));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(

@@ -389,7 +389,8 @@
   }
 
   // ---- The controls. ----
-  var params = Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day }, M.base);
+  var params = Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day,
+    key_bytes: M.payload.key_bytes, response_bytes: M.payload.response_bytes }, M.base);
   var start = Object.assign({}, params);
   var controls = {};
   M.controls.forEach(function (c) {
@@ -415,7 +416,13 @@
   }
   function update() {
     // The worst case assumes the peak lasts all day; it cannot be below the average.
-    var p = Object.assign({}, params, { peak_rate_per_s: Math.max(M.base.peak_rate_per_s, params.rate_per_s) });
+    // Key and response sizes move the bytes per record by what they add to a record (model::
+    // record_bytes is key + hash + response + overhead), from the run's own sizes.
+    var p = Object.assign({}, params, {
+      peak_rate_per_s: Math.max(M.base.peak_rate_per_s, params.rate_per_s),
+      bytes_per_record: params.bytes_per_record + (params.key_bytes - M.payload.key_bytes) +
+        (params.response_bytes - M.payload.response_bytes)
+    });
     var v = evaluate(p);
     M.controls.forEach(function (c) { setText("val-" + c.name, FORMAT[c.kind](p[c.name])); });
     M.outputs.forEach(function (o) { setText("out-" + o.name, FORMAT[o.kind](v[o.name]), v[o.name]); });
