@@ -648,22 +648,25 @@ pub fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
             format!("https://track.example.com/{}", l.tracking_no).into(),
         ),
     ];
-    let mut text = request::canonical_json(&body);
+    // The body is serialised once, at the end: adding a field to a canonical object adds exactly
+    // `,"name":value` (the names need no escaping), so the length is kept by arithmetic rather
+    // than by re-serialising after every field, which cost more than the transactions did.
+    let mut len = request::canonical_json(&body).len();
     for (name, value) in extras {
-        // `,"name":value` is what adding a field costs.
         let cost = name.len() + 4 + request::canonical_json(&value).len();
-        if text.len() + cost > target {
+        if len + cost > target {
             break;
         }
         body[name] = value;
-        text = request::canonical_json(&body);
+        len += cost;
     }
     // `,"label_data":""` costs 16 bytes before any filler.
     const LABEL_DATA_OVERHEAD: usize = 16;
-    if text.len() + LABEL_DATA_OVERHEAD < target {
-        let len = target - text.len() - LABEL_DATA_OVERHEAD;
-        body["label_data"] = response_filler(&l.created_by_key, l.order_id, len).into();
-        text = request::canonical_json(&body);
+    if len + LABEL_DATA_OVERHEAD < target {
+        let filler = target - len - LABEL_DATA_OVERHEAD;
+        body["label_data"] = response_filler(&l.created_by_key, l.order_id, filler).into();
     }
+    let text = request::canonical_json(&body);
+    debug_assert!(text.len() <= target.max(len), "{} > {target}", text.len());
     text
 }
