@@ -74,7 +74,7 @@ fn describe_limit(
     } else {
         f(gap)
     };
-    let share = if limit > 0.0 {
+    let share = if limit > 0.0 && budget != "max_store_growth" {
         format!(" ({:.0}% of the limit)", gap / limit * 100.0)
     } else {
         String::new()
