@@ -206,7 +206,9 @@ fn main() -> anyhow::Result<()> {
             )?;
             (StorePool::Postgres(pool.clone()), scratch.then_some(pool))
         }
-        StoreSpec::Sqlite(_) => (StorePool::open(&args.store, &options)?, None),
+        StoreSpec::Sqlite(_) | StoreSpec::Redis { .. } => {
+            (StorePool::open(&args.store, &options)?, None)
+        }
     };
     let result = run(&args, pool);
     if let Some(pool) = scratch
@@ -240,7 +242,7 @@ fn run(args: &Args, pool: StorePool) -> anyhow::Result<()> {
     let mut store = rig.pool.get()?;
     let mut pg = match &rig.pool {
         StorePool::Postgres(p) => Some((p.clone(), p.get()?)),
-        StorePool::Sqlite { .. } => None,
+        StorePool::Sqlite { .. } | StorePool::Redis { .. } => None,
     };
     // Two halves an hour apart (virtual time), so a sweep a day after the first half ended
     // purges exactly the first.

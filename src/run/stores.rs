@@ -9,8 +9,8 @@
 //! inputs give the same JSON.
 
 use crate::store::{
-    PgOptions, PgPool, SqliteOptions, SqliteStore, Store, StoreError, StorePool, StoreSpec,
-    Synchronous,
+    PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StorePool,
+    StoreSpec, Synchronous,
 };
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -75,8 +75,15 @@ pub struct Stores {
     /// Holds the scratch SQLite files until the run ends.
     _tmp: Option<tempfile::TempDir>,
     name: String,
-    /// Scratch PostgreSQL schemas to drop at the end.
-    scratch: Mutex<Vec<PgPool>>,
+    /// Scratch PostgreSQL schemas and Redis prefixes to drop at the end.
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+/// What a run made and must remove.
+enum Scratch {
+    Schema(PgPool),
+    /// A Redis prefix, by URL and prefix.
+    Prefix(String, String),
 }
 
 impl Stores {
@@ -93,9 +100,19 @@ impl Stores {
                     StoreSpec::Postgres { schema: None, .. } => {
                         format!("{} (scratch schemas)", spec.describe())
                     }
+                    StoreSpec::Redis { prefix: None, .. } => {
+                        format!("{} (scratch prefixes)", spec.describe())
+                    }
                     _ => spec.describe(),
                 };
-                (spec, None, name)
+                // A Redis store keeps its labels in SQLite files, which live here.
+                let tmp = match spec {
+                    StoreSpec::Redis { .. } => {
+                        Some(tempfile::tempdir().context("cannot create a temporary directory")?)
+                    }
+                    _ => None,
+                };
+                (spec, tmp, name)
             }
             (None, Some(path)) => {
                 let spec = StoreSpec::Sqlite(path.to_path_buf());
@@ -132,7 +149,7 @@ impl Stores {
     pub fn open(&self, slot: Slot) -> Result<Box<dyn Store>, StoreError> {
         match self.pool(slot)? {
             // `pool` opened the file once already; a second connection costs nothing here.
-            pool @ StorePool::Sqlite { .. } => pool.get(),
+            pool @ (StorePool::Sqlite { .. } | StorePool::Redis { .. }) => pool.get(),
             StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
         }
     }
@@ -173,24 +190,59 @@ impl Stores {
                     self.scratch
                         .lock()
                         .unwrap_or_else(|p| p.into_inner())
-                        .push(pool.clone());
+                        .push(Scratch::Schema(pool.clone()));
                 }
                 Ok(StorePool::Postgres(pool))
+            }
+            StoreSpec::Redis { url, prefix } => {
+                let scratch = prefix.is_none();
+                let prefix = match prefix {
+                    Some(p) => format!("{p}{suffix}"),
+                    None => format!(
+                        "idemcalc_{}_{}{suffix}",
+                        self.options.purpose,
+                        &uuid::Uuid::new_v4().simple().to_string()[..12]
+                    ),
+                };
+                let dir = self
+                    ._tmp
+                    .as_ref()
+                    .map_or_else(std::env::temp_dir, |t| t.path().to_path_buf());
+                let labels_path = dir.join(format!("{prefix}-labels.sqlite"));
+                RedisStore::open(url, &prefix, &labels_path)?;
+                if scratch {
+                    self.scratch
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(Scratch::Prefix(url.clone(), prefix.clone()));
+                }
+                Ok(StorePool::Redis {
+                    url: url.clone(),
+                    prefix,
+                    labels_path,
+                })
             }
         }
     }
 
-    /// Drops the scratch schemas; scratch SQLite files go with the temporary directory.
+    /// Drops the scratch schemas and Redis prefixes; scratch SQLite files go with the temporary
+    /// directory.
     pub fn finish(&self) -> Result<(), StoreError> {
-        let pools: Vec<PgPool> = self
+        let scratch: Vec<Scratch> = self
             .scratch
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .drain(..)
             .collect();
         let mut first_error = None;
-        for pool in pools {
-            if let Err(e) = pool.drop_schema() {
+        for s in scratch {
+            let done = match s {
+                Scratch::Schema(pool) => pool.drop_schema(),
+                Scratch::Prefix(url, prefix) => {
+                    crate::store::redis::drop_prefix(&url, &prefix).map(|_| ())
+                }
+            };
+            if let Err(e) = done {
                 first_error.get_or_insert(e);
             }
         }

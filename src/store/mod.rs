@@ -11,6 +11,7 @@
 pub mod exclusive;
 pub mod group;
 pub mod postgres;
+pub mod redis;
 pub mod sqlite;
 
 use crate::clock::Millis;
@@ -19,6 +20,7 @@ use std::fmt;
 use std::path::PathBuf;
 
 pub use postgres::{PgOptions, PgPool, PostgresStore};
+pub use redis::RedisStore;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 
 /// The `state` column: a record is claimed (`started`) before the carrier call and `completed`
@@ -241,6 +243,9 @@ pub enum StoreSpec {
     /// `postgres://…` or `postgresql://…`, with `?schema=NAME` taken out of the URL (the driver
     /// does not know it) and kept here.
     Postgres { url: String, schema: Option<String> },
+    /// `redis://HOST:PORT[/DB][?prefix=NAME]`: key records in Redis under a key prefix, labels
+    /// in a SQLite file beside them (the seed's rejected "separate store").
+    Redis { url: String, prefix: Option<String> },
 }
 
 impl StoreSpec {
@@ -273,9 +278,29 @@ impl StoreSpec {
             }
             return Ok(StoreSpec::Postgres { url, schema });
         }
+        if lower.starts_with("redis://") {
+            let (url, prefix) = match spec_trimmed.split_once('?') {
+                None => (spec_trimmed.to_string(), None),
+                Some((url, query)) => {
+                    let mut prefix = None;
+                    for pair in query.split('&') {
+                        match pair.split_once('=') {
+                            Some(("prefix", v)) if !v.is_empty() => prefix = Some(v.to_string()),
+                            _ => {
+                                return Err(fail(&format!(
+                                    "unknown parameter `{pair}`; a Redis store takes only ?prefix=NAME"
+                                )));
+                            }
+                        }
+                    }
+                    (url.to_string(), prefix)
+                }
+            };
+            return Ok(StoreSpec::Redis { url, prefix });
+        }
         if let Some((scheme, _)) = spec_trimmed.split_once("://") {
             return Err(fail(&format!(
-                "unknown store kind `{scheme}`; use sqlite:PATH or postgres://USER@HOST:PORT/DATABASE"
+                "unknown store kind `{scheme}`; use sqlite:PATH, postgres://USER@HOST:PORT/DATABASE or redis://HOST:PORT"
             )));
         }
         Ok(StoreSpec::Sqlite(PathBuf::from(spec_trimmed)))
@@ -287,6 +312,10 @@ impl StoreSpec {
             StoreSpec::Sqlite(p) => format!("sqlite:{}", p.display()),
             StoreSpec::Postgres { url, schema } => match schema {
                 Some(s) => format!("{} (schema {s})", postgres::redact_url(url)),
+                None => postgres::redact_url(url),
+            },
+            StoreSpec::Redis { url, prefix } => match prefix {
+                Some(p) => format!("{} (prefix {p})", postgres::redact_url(url)),
                 None => postgres::redact_url(url),
             },
         }
@@ -349,6 +378,12 @@ pub enum StorePool {
         options: SqliteOptions,
     },
     Postgres(PgPool),
+    /// Each connection is a new Redis connection with the same prefix and labels file.
+    Redis {
+        url: String,
+        prefix: String,
+        labels_path: PathBuf,
+    },
 }
 
 impl StorePool {
@@ -371,6 +406,18 @@ impl StorePool {
                 }
                 Ok(StorePool::Postgres(PgPool::connect(&url, &pg)?))
             }
+            StoreSpec::Redis { url, prefix } => {
+                // Named by the prefix, so the same spec finds the same labels again.
+                let prefix = prefix.unwrap_or_else(|| "idemcalc".to_string());
+                let labels_path =
+                    std::env::temp_dir().join(format!("idemcalc-redis-{prefix}-labels.sqlite"));
+                RedisStore::open(&url, &prefix, &labels_path)?;
+                Ok(StorePool::Redis {
+                    url,
+                    prefix,
+                    labels_path,
+                })
+            }
         }
     }
 
@@ -379,6 +426,11 @@ impl StorePool {
         match self {
             StorePool::Sqlite { path, options } => Ok(Box::new(SqliteStore::open(path, options)?)),
             StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
+            StorePool::Redis {
+                url,
+                prefix,
+                labels_path,
+            } => Ok(Box::new(RedisStore::open(url, prefix, labels_path)?)),
         }
     }
 
@@ -387,14 +439,18 @@ impl StorePool {
         match self {
             StorePool::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
             StorePool::Postgres(pool) => pool.describe(),
+            StorePool::Redis { url, prefix, .. } => {
+                format!("{} (prefix {prefix})", postgres::redact_url(url))
+            }
         }
     }
 
-    /// `sqlite` or `postgres`, for report columns.
+    /// `sqlite`, `postgres` or `redis`, for report columns.
     pub fn kind(&self) -> &'static str {
         match self {
             StorePool::Sqlite { .. } => "sqlite",
             StorePool::Postgres(_) => "postgres",
+            StorePool::Redis { .. } => "redis",
         }
     }
 }
@@ -444,6 +500,28 @@ mod tests {
                 schema: Some("s1".into())
             }
         );
+    }
+
+    #[test]
+    fn redis_specs_carry_their_prefix() {
+        assert_eq!(
+            StoreSpec::parse("redis://127.0.0.1:6379/2?prefix=capacity").unwrap(),
+            StoreSpec::Redis {
+                url: "redis://127.0.0.1:6379/2".into(),
+                prefix: Some("capacity".into()),
+            }
+        );
+        assert_eq!(
+            StoreSpec::parse("redis://127.0.0.1:6379").unwrap(),
+            StoreSpec::Redis {
+                url: "redis://127.0.0.1:6379".into(),
+                prefix: None,
+            }
+        );
+        let e = StoreSpec::parse("redis://h:1?ttl=5")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("ttl=5") && e.contains("prefix"), "{e}");
     }
 
     #[test]

@@ -6,7 +6,9 @@
 use idemcalc::carrier::{Carrier, CarrierConfig, Latency};
 use idemcalc::clock::VirtualClock;
 use idemcalc::engine::{Engine, EngineConfig, Request};
-use idemcalc::store::{PgOptions, PgPool, SqliteOptions, SqliteStore, Store, Synchronous};
+use idemcalc::store::{
+    PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, Synchronous,
+};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::sync::{Arc, Once};
@@ -20,6 +22,10 @@ pub const KEY: &str = "label:918273:1:v1";
 /// The one environment variable through which the tests find PostgreSQL, e.g.
 /// `postgres://postgres@127.0.0.1:5432/test`. `.ci/run` sets it.
 pub const PG_URL_VAR: &str = "IDEMCALC_PG_URL";
+
+/// The environment variable through which the tests find Redis, e.g. `redis://127.0.0.1:6379`.
+/// `.ci/run` sets it.
+pub const REDIS_URL_VAR: &str = "IDEMCALC_REDIS_URL";
 
 /// Connections per test: the concurrency tests race up to 16 engines, each on its own connection.
 const PG_TEST_POOL: u32 = 20;
@@ -36,6 +42,13 @@ pub enum Backend {
         url: String,
         schema: String,
         pool: PgPool,
+    },
+    /// Key records under a fresh prefix `t_<random>` on the Redis server at `url`, deleted when
+    /// the backend is dropped; labels in a SQLite file in `dir`.
+    Redis {
+        url: String,
+        prefix: String,
+        dir: tempfile::TempDir,
     },
 }
 
@@ -66,6 +79,44 @@ impl Backend {
         };
         let schema = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
         Some(Self::postgres_at(&url, &schema))
+    }
+
+    /// A store under a new prefix on the server named by `IDEMCALC_REDIS_URL`, or `None` (said
+    /// loudly) when it is unset on a developer's machine; in CI its absence fails the test.
+    pub fn redis() -> Option<Self> {
+        let url = match std::env::var(REDIS_URL_VAR) {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ => {
+                if std::env::var_os("CI").is_some() {
+                    panic!(
+                        "CI is set but {REDIS_URL_VAR} is not: the Redis tests must run in CI. \
+                         Start redis-server and set {REDIS_URL_VAR}=redis://127.0.0.1:6379 (.ci/run does both)."
+                    );
+                }
+                static ONCE: Once = Once::new();
+                ONCE.call_once(|| {
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "\n*** {REDIS_URL_VAR} is not set: the Redis tests were SKIPPED.\n\
+                         *** To run them: {REDIS_URL_VAR}=redis://127.0.0.1:6379 cargo test --release\n"
+                    );
+                });
+                return None;
+            }
+        };
+        Some(Self::redis_at(&url))
+    }
+
+    fn redis_at(url: &str) -> Self {
+        let prefix = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+        let dir = tempfile::tempdir().expect("temp dir");
+        RedisStore::open(url, &prefix, &dir.path().join("labels.sqlite"))
+            .unwrap_or_else(|e| panic!("{REDIS_URL_VAR} is set but Redis cannot be used: {e}"));
+        Backend::Redis {
+            url: url.to_string(),
+            prefix,
+            dir,
+        }
     }
 
     fn postgres_at(url: &str, schema: &str) -> Self {
@@ -99,6 +150,7 @@ impl Backend {
                 url,
                 &format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]),
             ),
+            Backend::Redis { url, .. } => Self::redis_at(url),
         }
     }
 
@@ -109,12 +161,19 @@ impl Backend {
                 Box::new(SqliteStore::open(path, &SqliteOptions::default()).expect("open store"))
             }
             Backend::Postgres { pool, .. } => Box::new(pool.get().expect("a pooled connection")),
+            Backend::Redis { url, prefix, dir } => Box::new(
+                RedisStore::open(url, prefix, &dir.path().join("labels.sqlite"))
+                    .expect("open the Redis store"),
+            ),
         }
     }
 }
 
 impl Drop for Backend {
     fn drop(&mut self) {
+        if let Backend::Redis { url, prefix, .. } = self {
+            let _ = idemcalc::store::redis::drop_prefix(url, prefix);
+        }
         if let Backend::Postgres { pool, schema, .. } = self
             && let Err(e) = pool.drop_schema()
         {

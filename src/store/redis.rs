@@ -1,0 +1,499 @@
+//! Redis as the key store: the seed's rejected alternative ("Where the key records live": a
+//! separate cache with `SET NX` and a TTL), built as far as Redis allows so that what it costs
+//! and how it fails can be measured rather than asserted.
+//!
+//! The label (the effect) stays in a relational store, a SQLite file beside it, so the effect
+//! and its key record are in two stores exactly as in the seed's failure row: txn 2's label
+//! insert commits in SQLite while the key's completion is a separate Redis write, and a crash
+//! between the two leaves a label whose key still says "started". Redis has no row locks and
+//! no transaction spanning both stores; what it does have, atomic scripts, guards every write
+//! that must check the lease token.
+//!
+//! Layout under the store's prefix `P`:
+//! - `P:k:<len(caller)>:<caller><key>`: one hash per record (hash, state, lease, response,
+//!   times). The claim is a script that creates it only when absent: `SET … NX` on a hash.
+//! - `P:exp`: the records by `expires_at`, a sorted set. The simulator runs on a virtual clock,
+//!   so Redis' own TTL (wall-clock time) would never expire a record during a simulated day;
+//!   the sweeper removes what the virtual clock has expired, as `PEXPIREAT` would in production.
+//!   Its entries are counted in the store's bytes, like SQLite's `expires_at` index.
+
+use super::{
+    Completion, Invariants, KeyRow, KeyState, LabelRow, LeaseToken, Millis, NewKey, SqliteOptions,
+    SqliteStore, Store, StoreBytes, StoreError, Tx,
+};
+use redis::{Commands as _, Connection, Script};
+use std::path::{Path, PathBuf};
+
+/// A Redis key store with its labels in a SQLite file.
+pub struct RedisStore {
+    con: Connection,
+    url: String,
+    prefix: String,
+    labels: SqliteStore,
+    labels_path: PathBuf,
+}
+
+fn err(location: &str, e: redis::RedisError) -> StoreError {
+    StoreError::Open {
+        location: location.to_string(),
+        message: e.to_string(),
+    }
+}
+
+/// Claim: create the record only when absent, and index it by expiry.
+const CLAIM: &str = r#"
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 0, 'l', ARGV[2], 't', ARGV[3], 'c', ARGV[4], 'e', ARGV[5])
+redis.call('ZADD', KEYS[2], ARGV[5], KEYS[1])
+return 1
+"#;
+
+/// Hand the lease back early, only while the token still holds it.
+const RELEASE: &str = r#"
+if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'l', ARGV[2])
+return 1
+"#;
+
+/// Txn 2's guarded completion: only the attempt holding the lease may complete the key.
+const COMPLETE: &str = r#"
+if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'l', 't')
+redis.call('HSET', KEYS[1], 's', 1, 'rs', ARGV[2], 'rb', ARGV[3], 'e', ARGV[4])
+redis.call('ZADD', KEYS[2], ARGV[4], KEYS[1])
+return 1
+"#;
+
+/// The 400 path: delete a started record still held by this attempt.
+const DELETE: &str = r#"
+if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], KEYS[1])
+return 1
+"#;
+
+/// One sweeper batch: the records expired by `now`, oldest first, deleted with their index
+/// entries in one atomic step.
+const SWEEP: &str = r#"
+local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, name in ipairs(names) do
+  redis.call('DEL', name)
+  redis.call('ZREM', KEYS[1], name)
+end
+return names
+"#;
+
+impl RedisStore {
+    /// Connects to `url` (`redis://HOST:PORT[/DB]`), keeping records under `prefix` and labels
+    /// in the SQLite file at `labels_path` (created if needed).
+    pub fn open(url: &str, prefix: &str, labels_path: &Path) -> Result<Self, StoreError> {
+        let client = redis::Client::open(url).map_err(|e| StoreError::Spec {
+            spec: url.to_string(),
+            message: format!("not a Redis URL: {e}"),
+        })?;
+        let con = client.get_connection().map_err(|e| StoreError::Open {
+            location: url.to_string(),
+            message: format!(
+                "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
+            ),
+        })?;
+        let labels = SqliteStore::open(labels_path, &SqliteOptions::default())?;
+        Ok(RedisStore {
+            con,
+            url: url.to_string(),
+            prefix: prefix.to_string(),
+            labels,
+            labels_path: labels_path.to_path_buf(),
+        })
+    }
+
+    fn index(&self) -> String {
+        format!("{}:exp", self.prefix)
+    }
+
+    /// Deletes every key under the prefix: what dropping a scratch store means here.
+    pub fn drop_all(&mut self) -> Result<u64, StoreError> {
+        unlink_prefix(&mut self.con, &self.url, &self.prefix)
+    }
+
+    /// Every record's name, from the expiry index.
+    fn names(&mut self) -> Result<Vec<String>, StoreError> {
+        let index = self.index();
+        self.con
+            .zrange(&index, 0, -1)
+            .map_err(|e| err(&self.url, e))
+    }
+}
+
+/// Deletes every key under `prefix` on the server at `url` (a scratch store's cleanup).
+pub fn drop_prefix(url: &str, prefix: &str) -> Result<u64, StoreError> {
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| err(url, e))?;
+    unlink_prefix(&mut con, url, prefix)
+}
+
+fn unlink_prefix(con: &mut Connection, url: &str, prefix: &str) -> Result<u64, StoreError> {
+    let pattern = format!("{prefix}:*");
+    let names: Vec<String> = con
+        .scan_match::<_, String>(&pattern)
+        .map_err(|e| err(url, e))?
+        .filter_map(Result::ok)
+        .collect();
+    let mut n = 0;
+    for chunk in names.chunks(500) {
+        let deleted: u64 = redis::cmd("UNLINK")
+            .arg(chunk)
+            .query(con)
+            .map_err(|e| err(url, e))?;
+        n += deleted;
+    }
+    Ok(n)
+}
+
+/// The record's name: the caller's length first, so no caller or key text can be ambiguous.
+fn record_name(prefix: &str, caller_id: &str, idem_key: &str) -> String {
+    format!("{prefix}:k:{}:{caller_id}{idem_key}", caller_id.len())
+}
+
+/// The (caller, key) back from a record's name.
+fn parse_name(prefix: &str, name: &str) -> Option<(String, String)> {
+    let rest = name.strip_prefix(prefix)?.strip_prefix(":k:")?;
+    let (len, rest) = rest.split_once(':')?;
+    let len: usize = len.parse().ok()?;
+    if !rest.is_char_boundary(len) {
+        return None;
+    }
+    Some((rest[..len].to_string(), rest[len..].to_string()))
+}
+
+fn read_row(con: &mut Connection, url: &str, name: &str) -> Result<Option<KeyRow>, StoreError> {
+    let fields: std::collections::HashMap<String, Vec<u8>> =
+        con.hgetall(name).map_err(|e| err(url, e))?;
+    if fields.is_empty() {
+        return Ok(None);
+    }
+    let text = |k: &str| {
+        fields
+            .get(k)
+            .map(|v| String::from_utf8_lossy(v).into_owned())
+    };
+    let int = |k: &str| text(k).and_then(|v| v.parse::<i64>().ok());
+    let corrupt = |what: &str| StoreError::Corrupt(format!("{url} {name}: {what}"));
+    let state = match int("s") {
+        Some(0) => KeyState::Started,
+        Some(1) => KeyState::Completed,
+        _ => return Err(corrupt("no state")),
+    };
+    let lease_token = match fields.get("t") {
+        Some(t) => Some(
+            <LeaseToken>::try_from(t.as_slice())
+                .map_err(|_| corrupt("lease token not 16 bytes"))?,
+        ),
+        None => None,
+    };
+    Ok(Some(KeyRow {
+        request_hash: fields.get("h").cloned().ok_or_else(|| corrupt("no hash"))?,
+        state,
+        locked_until_ms: int("l"),
+        lease_token,
+        response_status: int("rs").and_then(|v| u16::try_from(v).ok()),
+        response_body: text("rb"),
+        created_at_ms: int("c").ok_or_else(|| corrupt("no created_at"))?,
+        expires_at_ms: int("e").ok_or_else(|| corrupt("no expires_at"))?,
+    }))
+}
+
+/// One engine transaction: Redis writes happen as they are issued (Redis has no transaction
+/// that could also hold the label); the label insert is a real SQLite transaction, committed by
+/// [`Tx::commit`]. Dropping it uncommitted rolls back the label only: the crash the seed warns of.
+pub struct RedisTx<'a> {
+    con: &'a mut Connection,
+    url: &'a str,
+    prefix: &'a str,
+    labels: Box<dyn Tx + 'a>,
+}
+
+impl RedisTx<'_> {
+    fn name(&self, caller_id: &str, idem_key: &str) -> String {
+        record_name(self.prefix, caller_id, idem_key)
+    }
+
+    fn index(&self) -> String {
+        format!("{}:exp", self.prefix)
+    }
+
+    fn script(&mut self, script: &str, name: &str, args: &[Vec<u8>]) -> Result<i64, StoreError> {
+        let script = Script::new(script);
+        let mut call = script.key(name);
+        call.key(self.index());
+        for a in args {
+            call.arg(a.as_slice());
+        }
+        call.invoke(self.con).map_err(|e| err(self.url, e))
+    }
+}
+
+fn b(v: impl ToString) -> Vec<u8> {
+    v.to_string().into_bytes()
+}
+
+impl Tx for RedisTx<'_> {
+    fn insert_key(&mut self, key: &NewKey<'_>) -> Result<bool, StoreError> {
+        let name = self.name(key.caller_id, key.idem_key);
+        let done = self.script(
+            CLAIM,
+            &name,
+            &[
+                key.request_hash.to_vec(),
+                b(key.locked_until_ms),
+                key.lease_token.to_vec(),
+                b(key.now_ms),
+                b(key.expires_at_ms),
+            ],
+        )?;
+        Ok(done == 1)
+    }
+
+    /// Reads the record. Redis cannot lock it: every write that depends on what was read checks
+    /// the lease token again inside a script instead.
+    fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let name = self.name(caller_id, idem_key);
+        read_row(self.con, self.url, &name)
+    }
+
+    fn take_over(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<(), StoreError> {
+        let name = self.name(caller_id, idem_key);
+        let _: () = redis::cmd("HSET")
+            .arg(&name)
+            .arg("t")
+            .arg(&lease_token[..])
+            .arg("l")
+            .arg(locked_until_ms)
+            .query(self.con)
+            .map_err(|e| err(self.url, e))?;
+        Ok(())
+    }
+
+    fn release_lease(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+        locked_until_ms: Millis,
+    ) -> Result<bool, StoreError> {
+        let name = self.name(caller_id, idem_key);
+        Ok(self.script(RELEASE, &name, &[lease_token.to_vec(), b(locked_until_ms)])? == 1)
+    }
+
+    fn complete_key(&mut self, done: &Completion<'_>) -> Result<bool, StoreError> {
+        let name = self.name(done.caller_id, done.idem_key);
+        Ok(self.script(
+            COMPLETE,
+            &name,
+            &[
+                done.lease_token.to_vec(),
+                b(done.response_status),
+                done.response_body.as_bytes().to_vec(),
+                b(done.expires_at_ms),
+            ],
+        )? == 1)
+    }
+
+    fn set_response_body(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError> {
+        let name = self.name(caller_id, idem_key);
+        let _: () = self
+            .con
+            .hset(&name, "rb", response_body)
+            .map_err(|e| err(self.url, e))?;
+        Ok(())
+    }
+
+    fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
+        self.labels.insert_label(label)
+    }
+
+    fn delete_key(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        lease_token: &LeaseToken,
+    ) -> Result<(), StoreError> {
+        let name = self.name(caller_id, idem_key);
+        self.script(DELETE, &name, &[lease_token.to_vec()])?;
+        Ok(())
+    }
+
+    fn commit(self: Box<Self>) -> Result<(), StoreError> {
+        self.labels.commit()
+    }
+}
+
+impl Store for RedisStore {
+    fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        let RedisStore {
+            con,
+            url,
+            prefix,
+            labels,
+            ..
+        } = self;
+        let labels = labels.begin()?;
+        Ok(Box::new(RedisTx {
+            con,
+            url,
+            prefix,
+            labels,
+        }))
+    }
+
+    /// Redis' own expiry would do this in production (`PEXPIREAT`); on the simulator's virtual
+    /// clock the sweeper does it, over the expiry index, in batches.
+    fn sweep_batch(
+        &mut self,
+        now_ms: Millis,
+        batch: u32,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let index = self.index();
+        let names: Vec<String> = Script::new(SWEEP)
+            .key(&index)
+            .arg(now_ms)
+            .arg(batch)
+            .invoke(&mut self.con)
+            .map_err(|e| err(&self.url, e))?;
+        Ok(names
+            .iter()
+            .filter_map(|n| parse_name(&self.prefix, n))
+            .collect())
+    }
+
+    fn count_keys(&mut self) -> Result<u64, StoreError> {
+        let index = self.index();
+        self.con.zcard(&index).map_err(|e| err(&self.url, e))
+    }
+
+    fn labels(&mut self) -> Result<Vec<LabelRow>, StoreError> {
+        self.labels.labels()
+    }
+
+    fn count_labels(&mut self) -> Result<u64, StoreError> {
+        self.labels.count_labels()
+    }
+
+    /// Memory, not disk: `MEMORY USAGE` of each record (all of them up to 2,000, else an even
+    /// sample scaled to the count) and of the expiry index. Redis prices as RAM.
+    fn bytes(&mut self) -> Result<StoreBytes, StoreError> {
+        const SAMPLE: usize = 2_000;
+        let names = self.names()?;
+        let step = names.len().div_ceil(SAMPLE).max(1);
+        let mut sampled = 0u64;
+        let mut total = 0u64;
+        for name in names.iter().step_by(step) {
+            let used: Option<u64> = redis::cmd("MEMORY")
+                .arg("USAGE")
+                .arg(name)
+                .arg("SAMPLES")
+                .arg(0)
+                .query(&mut self.con)
+                .map_err(|e| err(&self.url, e))?;
+            if let Some(u) = used {
+                total += u;
+                sampled += 1;
+            }
+        }
+        let keys_table_bytes = if sampled == 0 {
+            0
+        } else {
+            (total as f64 / sampled as f64 * names.len() as f64).round() as u64
+        };
+        let index = self.index();
+        let keys_index_bytes: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&index)
+            .arg("SAMPLES")
+            .arg(0)
+            .query(&mut self.con)
+            .map_err(|e| err(&self.url, e))?;
+        Ok(StoreBytes {
+            keys_table_bytes,
+            keys_index_bytes: keys_index_bytes.unwrap_or(0),
+            labels_bytes: self.labels.bytes()?.labels_bytes,
+        })
+    }
+
+    /// Redis has no integrity check of its own; the cross-store checks are what matter here:
+    /// a completed 201 whose label is missing, and the labels per parcel (from SQLite).
+    fn invariants(&mut self) -> Result<Invariants, StoreError> {
+        let sqlite = self.labels.invariants()?;
+        let labels: std::collections::HashSet<String> = self
+            .labels
+            .labels()?
+            .into_iter()
+            .map(|l| l.label_id)
+            .collect();
+        let mut completed_without_label = 0;
+        for name in self.names()? {
+            let Some(row) = read_row(&mut self.con, &self.url, &name)? else {
+                continue;
+            };
+            if row.state != KeyState::Completed || row.response_status != Some(201) {
+                continue;
+            }
+            let label_id = row
+                .response_body
+                .as_deref()
+                .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
+                .and_then(|v| v["label_id"].as_str().map(str::to_string));
+            if label_id.is_none_or(|id| !labels.contains(&id)) {
+                completed_without_label += 1;
+            }
+        }
+        Ok(Invariants {
+            integrity_ok: sqlite.integrity_ok,
+            completed_without_label,
+            max_labels_per_parcel: sqlite.max_labels_per_parcel,
+        })
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "{} (prefix {}, labels in sqlite:{})",
+            self.url,
+            self.prefix,
+            self.labels_path.display()
+        )
+    }
+
+    fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let name = record_name(&self.prefix, caller_id, idem_key);
+        read_row(&mut self.con, &self.url, &name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn record_names_give_back_their_caller_and_key() {
+        for (caller, key) in [("fulfilment", "label:1:2:v1"), ("a:b", "3:c"), ("", "k")] {
+            let n = record_name("p", caller, key);
+            assert_eq!(
+                parse_name("p", &n),
+                Some((caller.to_string(), key.to_string()))
+            );
+        }
+        assert_eq!(parse_name("p", "q:k:1:ab"), None);
+    }
+}

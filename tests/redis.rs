@@ -1,0 +1,209 @@
+//! Redis as the key store (`store::redis`), against the real server named by
+//! `IDEMCALC_REDIS_URL`: the seed's two reasons for rejecting a separate cache, each made to
+//! happen and counted. The cases Redis honours run in `tests/conformance.rs` (`redis::*`).
+//!
+//! The tests here share one server setting (`maxmemory`), so they take a lock and run one at a
+//! time; each restores what it changed.
+
+mod common;
+
+use common::{BODY, Backend, Harness, KEY};
+use idemcalc::engine::{CarrierKey, DiePoint, EngineConfig, Finished, Outcome, Request};
+use idemcalc::store::KeyState;
+use std::sync::Mutex;
+
+static SERVER: Mutex<()> = Mutex::new(());
+
+fn body(order_id: i64) -> String {
+    format!(
+        r#"{{"order_id":{order_id},"parcel_no":1,"label_version":1,"weight_g":1450,"service":"ground"}}"#
+    )
+}
+
+fn request(order_id: i64) -> Request {
+    Request::create_label(
+        "fulfilment",
+        Some(&format!("label:{order_id}:1:v1")),
+        &body(order_id),
+    )
+}
+
+/// The seed's txn 2 on two stores: the key's completion is a Redis write made at once, the
+/// label a SQLite commit after it. A crash between them leaves a completed key whose label was
+/// never stored, and the retry is replayed a label that does not exist. (On SQLite and
+/// PostgreSQL the same crash writes nothing: `crash_inside_txn2_writes_nothing`.)
+#[test]
+fn a_crash_between_the_two_stores_replays_a_label_that_does_not_exist() {
+    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = Backend::redis() else { return };
+    let mut h = Harness::new(b);
+    let f = h
+        .engine
+        .handle_with_fault(&h.request(BODY), Some(DiePoint::InsideTxn2))
+        .unwrap();
+    assert_eq!(f, Finished::Died);
+    assert_eq!(h.engine.store().count_labels().unwrap(), 0);
+    let row = h
+        .engine
+        .store()
+        .get_key("fulfilment", KEY)
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.state, KeyState::Completed, "the Redis half committed");
+    assert_eq!(
+        h.engine
+            .store()
+            .invariants()
+            .unwrap()
+            .completed_without_label,
+        1
+    );
+    let retry = h.engine.handle(&h.request(BODY)).unwrap();
+    assert_eq!(retry.outcome, Outcome::Replayed);
+    assert_eq!(h.engine.store().count_labels().unwrap(), 0);
+}
+
+/// The other order (label first, as a cache-aside design writes it): a crash after the label's
+/// commit and before the key's `SET` leaves the key unfinished; the retry takes the lease over
+/// and buys again. Without a carrier key that is a second label paid for.
+#[test]
+fn a_crash_after_the_label_and_before_the_key_buys_a_second_label() {
+    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = Backend::redis() else { return };
+    let config = EngineConfig {
+        record_placement: idemcalc::engine::RecordPlacement::SeparateStore,
+        carrier_key: CarrierKey::None,
+        ..EngineConfig::default()
+    };
+    let mut h = Harness::with_config(b, config);
+    let f = h
+        .engine
+        .handle_with_fault(&h.request(BODY), Some(DiePoint::InsideTxn2))
+        .unwrap();
+    assert_eq!(f, Finished::Died);
+    assert_eq!(h.engine.store().count_labels().unwrap(), 1);
+    h.clock.advance_ms(31_000);
+    let retry = h.engine.handle(&h.request(BODY)).unwrap();
+    assert_eq!(retry.status, 201);
+    assert_eq!(
+        h.carrier.stats().duplicate_purchases,
+        1,
+        "a label paid twice"
+    );
+}
+
+/// Eviction: under `maxmemory` with `allkeys-lru`, Redis forgets records long before their
+/// retention ends, and each forgotten key's retry is a new claim. With a carrier that keeps no
+/// key of its own, every such retry buys a second label.
+#[test]
+fn eviction_forgets_keys_and_their_retries_buy_again() {
+    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(b) = Backend::redis() else { return };
+    let url = match &b {
+        Backend::Redis { url, .. } => url.clone(),
+        _ => unreachable!("Backend::redis gives a Redis backend"),
+    };
+    let mut admin = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let config_get = |admin: &mut redis::Connection, name: &str| -> String {
+        let v: Vec<String> = redis::cmd("CONFIG")
+            .arg("GET")
+            .arg(name)
+            .query(admin)
+            .unwrap();
+        v.get(1).cloned().unwrap_or_default()
+    };
+    let old_max = config_get(&mut admin, "maxmemory");
+    let old_policy = config_get(&mut admin, "maxmemory-policy");
+
+    let config = EngineConfig {
+        carrier_key: CarrierKey::None,
+        ..EngineConfig::default()
+    };
+    let mut h = Harness::with_config(b, config);
+    const FIRST: i64 = 200;
+    for id in 1..=FIRST {
+        assert_eq!(h.engine.handle(&request(id)).unwrap().status, 201);
+    }
+    let info: String = redis::cmd("INFO").arg("memory").query(&mut admin).unwrap();
+    let used: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap();
+    let evicted_before = evicted(&mut admin);
+
+    // A cap just above what is in use, then more traffic: the least recently used records go.
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory-policy")
+            .arg("allkeys-lru")
+            .query(&mut admin)
+            .unwrap();
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(used + 64 * 1024)
+            .query(&mut admin)
+            .unwrap();
+        for id in FIRST + 1..=FIRST + 1_500 {
+            let _ = h.engine.handle(&request(id));
+        }
+        let forgotten = (1..=FIRST)
+            .filter(|id| {
+                h.engine
+                    .store()
+                    .get_key("fulfilment", &format!("label:{id}:1:v1"))
+                    .unwrap()
+                    .is_none()
+            })
+            .count() as u64;
+        // Lift the cap before the retries, so what they show is the forgetting alone.
+        let _: () = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("maxmemory")
+            .arg(&old_max)
+            .query(&mut admin)
+            .unwrap();
+        let before = h.carrier.stats().duplicate_purchases;
+        for id in 1..=FIRST {
+            let _ = h.engine.handle(&request(id));
+        }
+        let bought_again = h.carrier.stats().duplicate_purchases - before;
+        (forgotten, bought_again)
+    }));
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg(&old_max)
+        .query(&mut admin)
+        .unwrap();
+    let _: () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg(&old_policy)
+        .query(&mut admin)
+        .unwrap();
+    let (forgotten, bought_again) = result.unwrap();
+    let evictions = evicted(&mut admin) - evicted_before;
+    eprintln!(
+        "eviction: {evictions} keys evicted, {forgotten} of the first {FIRST} records forgotten within retention, {bought_again} labels bought again"
+    );
+    assert!(evictions > 0, "the cap must evict");
+    assert!(forgotten > 0, "records forgotten before their retention");
+    assert_eq!(
+        bought_again, forgotten,
+        "every forgotten key's retry buys a second label"
+    );
+}
+
+fn evicted(admin: &mut redis::Connection) -> u64 {
+    let info: String = redis::cmd("INFO").arg("stats").query(admin).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix("evicted_keys:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0)
+}
