@@ -611,6 +611,92 @@ fn bench_on_a_named_postgres_schema_keeps_it_and_refuses_to_refill_it() {
         .unwrap();
 }
 
+/// The Redis URL the suite runs against, or `None` (said loudly) off CI without one.
+fn redis_url() -> Option<String> {
+    common::Backend::redis().map(|b| match &b {
+        common::Backend::Redis { url, .. } => url.clone(),
+        _ => unreachable!("Backend::redis gives a Redis backend"),
+    })
+}
+
+/// Issue 14: `idemcalc bench --store redis://…` ran nothing (it said so and exited 2).
+#[test]
+fn bench_on_redis_runs_the_mix_with_a_pool_and_checks_both_stores() {
+    let Some(url) = redis_url() else { return };
+    let config = BenchConfig {
+        store: Some(url.clone()),
+        pool_size: 3,
+        ..small(None, None)
+    };
+    let report = bench::run(&config).unwrap();
+    assert!(report.ok, "{}", bench::render_table(&report));
+    assert_eq!(report.commit_mode, "redis:per_transaction");
+    assert_eq!(report.config.store_kind, "redis");
+    assert_eq!(report.config.pool_size, Some(3));
+    for side in [&report.engine, &report.baseline] {
+        assert_eq!(side.unexpected_answers, 0, "{:?}", side.first_problem);
+        assert_eq!(side.error_answers, 0, "{:?}", side.first_problem);
+        assert!(side.invariants.ok, "{:?}", side.invariants);
+        assert!(side.invariants.labels_stored > 500);
+    }
+    for kind in ["first", "replay", "conflict", "takeover", "reused"] {
+        let v = serde_json::to_value(report.engine.by_kind).unwrap();
+        assert!(v[kind].as_u64().unwrap() > 0, "no {kind} requests");
+    }
+    assert!(!report.config.stores_kept);
+    // The scratch prefixes are gone.
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    for side in [&report.engine, &report.baseline] {
+        let prefix = side
+            .store
+            .split("prefix ")
+            .nth(1)
+            .and_then(|rest| rest.split(',').next())
+            .unwrap_or_else(|| panic!("no prefix in {}", side.store));
+        let left: Vec<String> = redis::cmd("KEYS")
+            .arg(format!("{prefix}:*"))
+            .query(&mut con)
+            .unwrap();
+        assert!(left.is_empty(), "{prefix}: {} keys left", left.len());
+    }
+}
+
+#[test]
+fn bench_on_a_named_redis_prefix_keeps_it_and_refuses_to_refill_it() {
+    let Some(url) = redis_url() else { return };
+    let prefix = format!("bench_{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let config = BenchConfig {
+        store: Some(format!("{url}?prefix={prefix}")),
+        pool_size: 2,
+        ..small(None, None)
+    };
+    let report = bench::run(&config).unwrap();
+    assert!(report.ok, "{}", bench::render_table(&report));
+    assert!(report.config.stores_kept);
+    let again = bench::run(&config).unwrap_err().to_string();
+    assert!(again.contains(&prefix), "{again}");
+    let mut con = redis::Client::open(url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let records: u64 = redis::cmd("ZCARD")
+        .arg(format!("{prefix}:exp"))
+        .query(&mut con)
+        .unwrap();
+    // Every prefilled key and every key the run claimed is there (a 400 path deletes none here).
+    let firsts = serde_json::to_value(report.engine.by_kind).unwrap()["first"]
+        .as_u64()
+        .unwrap();
+    assert!(records >= report.config.layout.completed + firsts);
+    for p in [prefix.clone(), format!("{prefix}_baseline")] {
+        idemcalc::store::redis::drop_prefix(&url, &p).unwrap();
+        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{p}-labels.sqlite")));
+    }
+}
+
 /// Issue 15: `bench` had no Ctrl-C handler; it died with no output and left a WAL of hundreds
 /// of MB. Now SIGINT ends the measurement, the stores are checked and checkpointed, and the
 /// report says how far the run got (exit 130).

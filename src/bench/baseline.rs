@@ -35,6 +35,26 @@ const COMPLETE_KEY: &str = "UPDATE idempotency_keys
 const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING";
 
+/// The label row of parcel 1 of `order_id`, as the engine writes it (also the Redis bench's
+/// labels file and its fill).
+pub(super) fn insert_label(
+    c: &Connection,
+    label_id: &str,
+    order_id: i64,
+    key: &str,
+) -> rusqlite::Result<usize> {
+    c.prepare_cached(INSERT_LABEL)?.execute(params![
+        label_id,
+        order_id,
+        1,
+        1,
+        tracking_no(order_id),
+        COST_CENTS,
+        key,
+        CALLER
+    ])
+}
+
 /// A side's writer connection: each transaction commits on its own, or joins a group commit.
 pub enum SqliteWriter {
     PerTransaction(SqliteStore),
@@ -170,16 +190,7 @@ impl Baseline {
             if done != 1 {
                 return Ok((Outcome::InProgress, End::Rollback));
             }
-            c.prepare_cached(INSERT_LABEL)?.execute(params![
-                label_id,
-                order_id,
-                1,
-                1,
-                tracking_no(order_id),
-                COST_CENTS,
-                key,
-                CALLER
-            ])?;
+            insert_label(c, &label_id, order_id, key)?;
             Ok((Outcome::Created, End::Commit))
         })
     }

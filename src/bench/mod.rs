@@ -17,6 +17,7 @@ pub mod checkpoint;
 pub mod fill;
 pub mod mix;
 pub mod pg;
+pub mod redis;
 mod report;
 mod serve;
 
@@ -27,7 +28,9 @@ use crate::carrier::{Carrier, CarrierConfig, Latency};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::group::{GroupCommitStore, GroupPolicy};
-use crate::store::{SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous};
+use crate::store::{
+    RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous,
+};
 use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
@@ -167,9 +170,9 @@ impl BenchConfig {
                 self.pool_size
             ));
         }
-        if self.is_postgres()? && self.group.is_some() {
+        if self.is_pooled()? && self.group.is_some() {
             return bad(
-                "--group-commit is for SQLite's single writer; PostgreSQL commits each transaction and runs --pool writers in parallel"
+                "--group-commit is for SQLite's single writer; PostgreSQL and Redis commit each transaction and run --pool writers in parallel"
                     .into(),
             );
         }
@@ -183,8 +186,12 @@ impl BenchConfig {
             .transpose()
     }
 
-    fn is_postgres(&self) -> Result<bool, BenchError> {
-        Ok(matches!(self.spec()?, Some(StoreSpec::Postgres { .. })))
+    /// PostgreSQL and Redis run one writer per pooled connection; SQLite has one writer.
+    fn is_pooled(&self) -> Result<bool, BenchError> {
+        Ok(matches!(
+            self.spec()?,
+            Some(StoreSpec::Postgres { .. } | StoreSpec::Redis { .. })
+        ))
     }
 
     /// How many abandoned keys to write: one per takeover the run can send, with 10 % to spare.
@@ -360,11 +367,7 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
         None => run_sqlite(config, None),
         Some(StoreSpec::Sqlite(path)) => run_sqlite(config, Some(&path)),
         Some(StoreSpec::Postgres { url, schema }) => run_postgres(config, &url, schema.as_deref()),
-        #[allow(unreachable_patterns)]
-        Some(other) => Err(BenchError::Invalid(format!(
-            "--store: bench runs on SQLite and PostgreSQL, not on {}",
-            other.describe()
-        ))),
+        Some(StoreSpec::Redis { url, prefix }) => run_redis(config, &url, prefix.as_deref()),
     }
 }
 
@@ -452,7 +455,7 @@ fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, Benc
             baseline_check,
         ),
         machine,
-        postgres: None,
+        store: report::StoreParts::Sqlite,
         wal_checkpointed: Some(wal_ok),
     }))
 }
@@ -518,20 +521,12 @@ fn run_postgres(
     }
     let fill_s = fill_started.elapsed().as_secs_f64();
 
-    let carrier = carrier(config);
-    let mut engines: Vec<Box<dyn Service>> = Vec::new();
-    let mut baselines: Vec<Box<dyn Service>> = Vec::new();
-    for _ in 0..config.pool_size {
-        engines.push(Box::new(Engine::new(
-            Box::new(engine_pool.get()?),
-            carrier.clone(),
-            Arc::new(SystemClock),
-            EngineConfig::default(),
-        )));
-        baselines.push(Box::new(pg::PgBaseline::new(baseline_pool.get()?)?));
-    }
-    let mut engine_side = Side::new(engines, Commits::PerTransaction, &layout, false);
-    let mut baseline_side = Side::new(baselines, Commits::PerTransaction, &layout, true);
+    let (mut engine_side, mut baseline_side) = pooled_sides(
+        config,
+        &layout,
+        || Ok(Box::new(engine_pool.get()?)),
+        || Ok(Box::new(pg::PgBaseline::new(baseline_pool.get()?)?)),
+    )?;
     let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
     let pgbench = match &pgbench_pool {
@@ -562,7 +557,7 @@ fn run_postgres(
         engine: (&engine_side.tally, None, None, engine_check),
         baseline: (&baseline_side.tally, None, None, baseline_check),
         machine,
-        postgres: Some(report::PgParts {
+        store: report::StoreParts::Postgres(report::PgParts {
             pool_size: config.pool_size,
             pgbench,
         }),
@@ -573,6 +568,129 @@ fn run_postgres(
     drop(baseline_side);
     drop(guard);
     Ok(report)
+}
+
+fn run_redis(config: &BenchConfig, url: &str, prefix: Option<&str>) -> Result<Report, BenchError> {
+    let load_before = report::load_average();
+    let prefixes = redis::Prefixes::new(prefix);
+    // Labels files live in a directory of their own, kept with the prefixes when those are named.
+    let tmp = tempfile::tempdir().map_err(|source| BenchError::Io {
+        path: std::env::temp_dir().display().to_string(),
+        source,
+    })?;
+    let dir = if prefixes.kept {
+        std::env::temp_dir()
+    } else {
+        tmp.path().to_path_buf()
+    };
+    redis::refuse_existing(url, &prefixes, &dir)?;
+    let guard = RedisScratch {
+        url: url.to_string(),
+        prefixes: if prefixes.kept {
+            Vec::new()
+        } else {
+            prefixes.all().map(str::to_string).to_vec()
+        },
+    };
+    let layout = config.layout();
+    let options = SqliteOptions {
+        synchronous: config.synchronous,
+        ..SqliteOptions::default()
+    };
+    let open = |prefix: &str| {
+        RedisStore::open_with(url, prefix, &redis::labels_path(&dir, prefix), &options)
+    };
+
+    let fill_started = Instant::now();
+    let now = SystemClock.now_ms();
+    for prefix in prefixes.all() {
+        redis::fill(&mut open(prefix)?, &layout, now)?;
+    }
+    let fill_s = fill_started.elapsed().as_secs_f64();
+
+    let (mut engine_side, mut baseline_side) = pooled_sides(
+        config,
+        &layout,
+        || Ok(Box::new(open(&prefixes.engine)?)),
+        || {
+            Ok(Box::new(redis::RedisBaseline::new(open(
+                &prefixes.baseline,
+            )?)))
+        },
+    )?;
+    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
+    let engine_check = engine_side.check(&layout)?;
+    let baseline_check = baseline_side.check(&layout)?;
+    let machine = Machine::now(load_before);
+    let describe = |prefix: &str| {
+        format!(
+            "{url} (prefix {prefix}, labels in sqlite:{})",
+            redis::labels_path(&dir, prefix).display()
+        )
+    };
+    let report = Report::build(report::Parts {
+        config,
+        layout: &layout,
+        engine_store: describe(&prefixes.engine),
+        baseline_store: describe(&prefixes.baseline),
+        kept: prefixes.kept,
+        slices,
+        slices_run,
+        fill_s,
+        engine: (&engine_side.tally, None, None, engine_check),
+        baseline: (&baseline_side.tally, None, None, baseline_check),
+        machine,
+        store: report::StoreParts::Redis {
+            pool_size: config.pool_size,
+        },
+        wal_checkpointed: None,
+    });
+    drop(engine_side);
+    drop(baseline_side);
+    drop(guard);
+    Ok(report)
+}
+
+/// The two sides of a pooled store (PostgreSQL, Redis): one engine and one baseline per
+/// writer, each on a connection of its own, every transaction committing alone.
+fn pooled_sides(
+    config: &BenchConfig,
+    layout: &Layout,
+    mut engine_store: impl FnMut() -> Result<Box<dyn Store>, BenchError>,
+    mut baseline: impl FnMut() -> Result<Box<dyn Service>, BenchError>,
+) -> Result<(Side, Side), BenchError> {
+    let carrier = carrier(config);
+    let mut engines: Vec<Box<dyn Service>> = Vec::new();
+    let mut baselines = Vec::new();
+    for _ in 0..config.pool_size {
+        engines.push(Box::new(Engine::new(
+            engine_store()?,
+            carrier.clone(),
+            Arc::new(SystemClock),
+            EngineConfig::default(),
+        )));
+        baselines.push(baseline()?);
+    }
+    Ok((
+        Side::new(engines, Commits::PerTransaction, layout, false),
+        Side::new(baselines, Commits::PerTransaction, layout, true),
+    ))
+}
+
+/// Unlinks a run's scratch Redis prefixes when the run ends, however it ends.
+struct RedisScratch {
+    url: String,
+    prefixes: Vec<String>,
+}
+
+impl Drop for RedisScratch {
+    fn drop(&mut self) {
+        for prefix in &self.prefixes {
+            if let Err(e) = crate::store::redis::drop_prefix(&self.url, prefix) {
+                eprintln!("warning: could not delete scratch Redis prefix {prefix}: {e}");
+            }
+        }
+    }
 }
 
 /// Opens one side's store as the run asks: commits on their own or grouped, checkpoints inline or

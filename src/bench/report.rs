@@ -138,9 +138,9 @@ pub struct ConfigView {
     pub fill_s: f64,
     /// True when the stores were kept (`--store`); false for a temp dir removed afterwards.
     pub stores_kept: bool,
-    /// `sqlite` or `postgres`.
+    /// `sqlite`, `postgres` or `redis`.
     pub store_kind: String,
-    /// PostgreSQL connections per side, one writer each; `null` on SQLite (one writer).
+    /// PostgreSQL or Redis connections per side, one writer each; `null` on SQLite (one writer).
     pub pool_size: Option<u32>,
 }
 
@@ -192,6 +192,13 @@ pub(super) type SideParts<'a> = (
     InvariantCheck,
 );
 
+/// What the store kind adds to a run.
+pub(super) enum StoreParts {
+    Sqlite,
+    Postgres(PgParts),
+    Redis { pool_size: u32 },
+}
+
 /// What a PostgreSQL run adds.
 pub(super) struct PgParts {
     pub pool_size: u32,
@@ -211,7 +218,7 @@ pub(super) struct Parts<'a> {
     pub engine: SideParts<'a>,
     pub baseline: SideParts<'a>,
     pub machine: Machine,
-    pub postgres: Option<PgParts>,
+    pub store: StoreParts,
     pub wal_checkpointed: Option<bool>,
 }
 
@@ -266,14 +273,14 @@ impl Report {
         let engine = side(p.engine_store, p.engine);
         let baseline = side(p.baseline_store, p.baseline);
         let c = p.config;
-        let kind = if p.postgres.is_some() {
-            "postgres"
-        } else {
-            "sqlite"
+        let (kind, pool_size) = match &p.store {
+            StoreParts::Sqlite => ("sqlite", None),
+            StoreParts::Postgres(pg) => ("postgres", Some(pg.pool_size)),
+            StoreParts::Redis { pool_size } => ("redis", Some(*pool_size)),
         };
-        let (pgbench, pgbench_note) = match &p.postgres {
-            None => (None, None),
-            Some(pg) => match &pg.pgbench {
+        let (pgbench, pgbench_note) = match &p.store {
+            StoreParts::Sqlite | StoreParts::Redis { .. } => (None, None),
+            StoreParts::Postgres(pg) => match &pg.pgbench {
                 Ok((clients, duration_s, tps, failed, scripts)) => (
                     Some(super::pg::PgbenchReport {
                         clients: *clients,
@@ -333,7 +340,7 @@ impl Report {
                 fill_s: p.fill_s,
                 stores_kept: p.kept,
                 store_kind: kind.to_string(),
-                pool_size: p.postgres.as_ref().map(|pg| pg.pool_size),
+                pool_size,
             },
             engine,
             baseline,
@@ -410,15 +417,15 @@ pub fn render_table(r: &Report) -> String {
         Checkpoints::Inline => "checkpoints inline",
         Checkpoints::Deferred => "checkpoints deferred until after the run (diagnostic)",
     };
-    match c.pool_size {
-        None => {
+    match (c.store_kind.as_str(), c.pool_size) {
+        ("redis", Some(pool)) => {
             let _ = writeln!(
                 out,
-                "idemcalc bench: SQLite WAL, synchronous={}, {checkpoints}, {commit}",
+                "idemcalc bench: Redis key records, labels in SQLite WAL (synchronous={}), {pool} connections (one writer each), {commit}",
                 sync_name(c.synchronous)
             );
         }
-        Some(pool) => {
+        (_, Some(pool)) => {
             let _ = writeln!(
                 out,
                 "idemcalc bench: PostgreSQL, synchronous_commit={}, pool of {pool} connections (one writer each), {commit}",
@@ -427,6 +434,13 @@ pub fn render_table(r: &Report) -> String {
                 } else {
                     "on"
                 }
+            );
+        }
+        (_, None) => {
+            let _ = writeln!(
+                out,
+                "idemcalc bench: SQLite WAL, synchronous={}, {checkpoints}, {commit}",
+                sync_name(c.synchronous)
             );
         }
     }

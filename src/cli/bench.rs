@@ -50,6 +50,8 @@ engine) run on identical pre-filled stores in alternating slices of about a seco
 --duration. On PostgreSQL (--store postgres://…) each side has --pool connections with one
 writer each, and pgbench then runs the seed's statements as a custom script on a third schema
 for a ratio against a C client (pgbench must be installed; the report says when it was not).
+On Redis (--store redis://HOST:PORT[?prefix=NAME]) each side has --pool writers, each with its
+own Redis connection and a SQLite connection to the side's labels file.
 
 Ctrl-C stops measuring: the run checks both stores, checkpoints SQLite's WAL into the database
 files, prints the figures of what it measured and how far it got, and exits 130.
@@ -73,14 +75,17 @@ pub struct BenchArgs {
     /// The engine's store, created new and kept: an SQLite file (the baseline's goes beside it
     /// as NAME.baseline.EXT), or postgres://USER@HOST:PORT/DATABASE (scratch schemas dropped
     /// afterwards; with ?schema=NAME the schemas NAME, NAME_baseline and NAME_pgbench are
-    /// created and kept). Default: SQLite in a temporary directory removed afterwards.
+    /// created and kept), or redis://HOST:PORT[/DB] (scratch prefixes deleted afterwards; with
+    /// ?prefix=NAME the prefixes NAME and NAME_baseline are kept, their labels files in the
+    /// temporary directory). Default: SQLite in a temporary directory removed afterwards.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
-    /// PostgreSQL connections per side (engine, baseline), one writer each; ignored for SQLite.
+    /// PostgreSQL or Redis connections per side (engine, baseline), one writer each; ignored for
+    /// SQLite.
     #[arg(long, value_name = "CONNECTIONS", default_value_t = BenchConfig::default().pool_size)]
     pub pool: u32,
-    /// How hard each commit waits for the disk: SQLite's PRAGMA synchronous; on PostgreSQL
-    /// `off` is synchronous_commit=off and the others keep it on.
+    /// How hard each commit waits for the disk: SQLite's PRAGMA synchronous (on Redis, the
+    /// labels file's); on PostgreSQL `off` is synchronous_commit=off and the others keep it on.
     #[arg(long, value_enum, default_value = "normal")]
     pub sync: SyncArg,
     /// Group commit: logical transactions share one physical commit. Off: each commits alone.

@@ -23,6 +23,7 @@ use super::{
 };
 use redis::{Commands as _, Connection, Script};
 use std::path::{Path, PathBuf};
+use std::sync::LazyLock;
 
 /// A Redis key store with its labels in a SQLite file.
 pub struct RedisStore {
@@ -41,52 +42,83 @@ fn err(location: &str, e: redis::RedisError) -> StoreError {
 }
 
 /// Claim: create the record only when absent, and index it by expiry.
-const CLAIM: &str = r#"
+pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 0, 'l', ARGV[2], 't', ARGV[3], 'c', ARGV[4], 'e', ARGV[5])
 redis.call('ZADD', KEYS[2], ARGV[5], KEYS[1])
 return 1
-"#;
+"#,
+    )
+});
 
 /// Hand the lease back early, only while the token still holds it.
-const RELEASE: &str = r#"
+static RELEASE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'l', ARGV[2])
 return 1
-"#;
+"#,
+    )
+});
 
 /// Txn 2's guarded completion: only the attempt holding the lease may complete the key.
-const COMPLETE: &str = r#"
+pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'l', 't')
 redis.call('HSET', KEYS[1], 's', 1, 'rs', ARGV[2], 'rb', ARGV[3], 'e', ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[4], KEYS[1])
 return 1
-"#;
+"#,
+    )
+});
 
 /// The 400 path: delete a started record still held by this attempt.
-const DELETE: &str = r#"
+static DELETE: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], KEYS[1])
 return 1
-"#;
+"#,
+    )
+});
 
 /// One sweeper batch: the records expired by `now`, oldest first, deleted with their index
 /// entries in one atomic step.
-const SWEEP: &str = r#"
+static SWEEP: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, name in ipairs(names) do
   redis.call('DEL', name)
   redis.call('ZREM', KEYS[1], name)
 end
 return names
-"#;
+"#,
+    )
+});
 
 impl RedisStore {
     /// Connects to `url` (`redis://HOST:PORT[/DB]`), keeping records under `prefix` and labels
     /// in the SQLite file at `labels_path` (created if needed).
     pub fn open(url: &str, prefix: &str, labels_path: &Path) -> Result<Self, StoreError> {
+        Self::open_with(url, prefix, labels_path, &SqliteOptions::default())
+    }
+
+    /// As [`RedisStore::open`], with the label file opened as `labels` says (the bench's
+    /// `--sync`).
+    pub fn open_with(
+        url: &str,
+        prefix: &str,
+        labels_path: &Path,
+        labels: &SqliteOptions,
+    ) -> Result<Self, StoreError> {
         let client = redis::Client::open(url).map_err(|e| StoreError::Spec {
             spec: url.to_string(),
             message: format!("not a Redis URL: {e}"),
@@ -97,7 +129,7 @@ impl RedisStore {
                 "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
             ),
         })?;
-        let labels = SqliteStore::open(labels_path, &SqliteOptions::default())?;
+        let labels = SqliteStore::open(labels_path, labels)?;
         Ok(RedisStore {
             con,
             url: url.to_string(),
@@ -108,7 +140,13 @@ impl RedisStore {
     }
 
     fn index(&self) -> String {
-        format!("{}:exp", self.prefix)
+        index_name(&self.prefix)
+    }
+
+    /// The connection, URL, prefix and label store, for the bench's raw baseline and fill, which
+    /// issue the store's commands without the engine.
+    pub(crate) fn raw(&mut self) -> (&mut Connection, &str, &str, &SqliteStore) {
+        (&mut self.con, &self.url, &self.prefix, &self.labels)
     }
 
     /// Deletes every key under the prefix: what dropping a scratch store means here.
@@ -151,8 +189,13 @@ fn unlink_prefix(con: &mut Connection, url: &str, prefix: &str) -> Result<u64, S
     Ok(n)
 }
 
+/// The expiry index of the records under `prefix`.
+pub(crate) fn index_name(prefix: &str) -> String {
+    format!("{prefix}:exp")
+}
+
 /// The record's name: the caller's length first, so no caller or key text can be ambiguous.
-fn record_name(prefix: &str, caller_id: &str, idem_key: &str) -> String {
+pub(crate) fn record_name(prefix: &str, caller_id: &str, idem_key: &str) -> String {
     format!("{prefix}:k:{}:{caller_id}{idem_key}", caller_id.len())
 }
 
@@ -211,7 +254,33 @@ pub struct RedisTx<'a> {
     con: &'a mut Connection,
     url: &'a str,
     prefix: &'a str,
-    labels: Box<dyn Tx + 'a>,
+    labels: Labels<'a>,
+}
+
+/// The label store's side of a transaction, begun only when a label is written: txn 1 and a
+/// replay touch Redis alone, so they never wait for SQLite's write lock, as a cache-backed
+/// service's reads would not.
+enum Labels<'a> {
+    Idle(&'a mut SqliteStore),
+    Open(Box<dyn Tx + 'a>),
+    Gone,
+}
+
+impl<'a> Labels<'a> {
+    fn tx(&mut self) -> Result<&mut (dyn Tx + 'a), StoreError> {
+        if let Labels::Idle(_) = self {
+            let Labels::Idle(store) = std::mem::replace(self, Labels::Gone) else {
+                unreachable!("matched Idle above")
+            };
+            *self = Labels::Open(store.begin()?);
+        }
+        match self {
+            Labels::Open(tx) => Ok(tx.as_mut()),
+            _ => Err(StoreError::Corrupt(
+                "the label store's transaction could not begin".into(),
+            )),
+        }
+    }
 }
 
 impl RedisTx<'_> {
@@ -220,11 +289,10 @@ impl RedisTx<'_> {
     }
 
     fn index(&self) -> String {
-        format!("{}:exp", self.prefix)
+        index_name(self.prefix)
     }
 
-    fn script(&mut self, script: &str, name: &str, args: &[Vec<u8>]) -> Result<i64, StoreError> {
-        let script = Script::new(script);
+    fn script(&mut self, script: &Script, name: &str, args: &[Vec<u8>]) -> Result<i64, StoreError> {
         let mut call = script.key(name);
         call.key(self.index());
         for a in args {
@@ -242,7 +310,7 @@ impl Tx for RedisTx<'_> {
     fn insert_key(&mut self, key: &NewKey<'_>) -> Result<bool, StoreError> {
         let name = self.name(key.caller_id, key.idem_key);
         let done = self.script(
-            CLAIM,
+            &CLAIM,
             &name,
             &[
                 key.request_hash.to_vec(),
@@ -289,13 +357,13 @@ impl Tx for RedisTx<'_> {
         locked_until_ms: Millis,
     ) -> Result<bool, StoreError> {
         let name = self.name(caller_id, idem_key);
-        Ok(self.script(RELEASE, &name, &[lease_token.to_vec(), b(locked_until_ms)])? == 1)
+        Ok(self.script(&RELEASE, &name, &[lease_token.to_vec(), b(locked_until_ms)])? == 1)
     }
 
     fn complete_key(&mut self, done: &Completion<'_>) -> Result<bool, StoreError> {
         let name = self.name(done.caller_id, done.idem_key);
         Ok(self.script(
-            COMPLETE,
+            &COMPLETE,
             &name,
             &[
                 done.lease_token.to_vec(),
@@ -321,7 +389,7 @@ impl Tx for RedisTx<'_> {
     }
 
     fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
-        self.labels.insert_label(label)
+        self.labels.tx()?.insert_label(label)
     }
 
     fn delete_key(
@@ -331,12 +399,15 @@ impl Tx for RedisTx<'_> {
         lease_token: &LeaseToken,
     ) -> Result<(), StoreError> {
         let name = self.name(caller_id, idem_key);
-        self.script(DELETE, &name, &[lease_token.to_vec()])?;
+        self.script(&DELETE, &name, &[lease_token.to_vec()])?;
         Ok(())
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        self.labels.commit()
+        match self.labels {
+            Labels::Open(tx) => tx.commit(),
+            Labels::Idle(_) | Labels::Gone => Ok(()),
+        }
     }
 }
 
@@ -349,12 +420,11 @@ impl Store for RedisStore {
             labels,
             ..
         } = self;
-        let labels = labels.begin()?;
         Ok(Box::new(RedisTx {
             con,
             url,
             prefix,
-            labels,
+            labels: Labels::Idle(labels),
         }))
     }
 
@@ -366,7 +436,7 @@ impl Store for RedisStore {
         batch: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
         let index = self.index();
-        let names: Vec<String> = Script::new(SWEEP)
+        let names: Vec<String> = SWEEP
             .key(&index)
             .arg(now_ms)
             .arg(batch)
