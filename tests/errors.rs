@@ -150,3 +150,32 @@ fn bad_flags_name_the_flag_and_the_value() {
     assert_eq!(code, Some(2));
     assert!(err.contains("--rate"), "{err}");
 }
+
+/// `--sweeper partitions` is PostgreSQL's; elsewhere, and a period without it, are refused by name.
+#[test]
+fn the_partition_sweeper_is_refused_where_it_cannot_run() {
+    let (code, _, err) = idemcalc(&[
+        "simulate",
+        "--sweeper",
+        "partitions",
+        "--retention",
+        "1h",
+        "--duration",
+        "2h",
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--sweeper partitions needs a PostgreSQL store"),
+        "{err}"
+    );
+    let (code, _, err) = idemcalc(&["simulate", "--partition-period", "1h", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--partition-period") && err.contains("--sweeper partitions"),
+        "{err}"
+    );
+    let (code, _, err) = idemcalc(&["simulate", "--sweeper", "drop", "--quiet"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--sweeper") && err.contains("drop"), "{err}");
+}

@@ -476,3 +476,79 @@ fn the_readme_example_parses() {
     assert_eq!(s.sim_configs().len(), 3);
     assert!(s.budgets.is_some());
 }
+
+/// `report --compare-store`: the headline scenario measured again on each store and priced at
+/// the headline's retention, the report's own store first; Redis (when the suite has it) is
+/// priced as memory and says what it gives up.
+#[test]
+fn compared_stores_are_measured_and_priced() {
+    let scenarios = dir_with(&[("a.toml", tiny("a", 3, "max_store_gb = 25"))]);
+    let out = tempfile::tempdir().unwrap();
+    let other = out.path().join("other.sqlite");
+    let mut extra = vec![
+        "--compare-store".to_string(),
+        format!("sqlite:{}", other.display()),
+    ];
+    let redis = std::env::var("IDEMCALC_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty());
+    if let Some(url) = &redis {
+        extra.extend(["--compare-store".to_string(), url.clone()]);
+    }
+    let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let run = report_with(scenarios.path(), &out.path().join("r"), &extra);
+    assert_eq!(run.code, 0, "{}{}", run.stdout, run.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("r/summary.json")).unwrap())
+            .unwrap();
+    let rows = summary["stores"].as_array().unwrap();
+    assert_eq!(rows.len(), 2 + usize::from(redis.is_some()));
+    assert_eq!(rows[0]["store"], "sqlite (temporary file)");
+    assert_eq!(rows[1]["kind"], "sqlite");
+    let headline = &summary["decision"]["recommendation"];
+    for r in rows {
+        // The same traffic on another store: the same engine answers, so the same duplicates.
+        assert_eq!(
+            r["duplicate_labels_per_day"]["estimate"],
+            rows[0]["duplicate_labels_per_day"]["estimate"]
+        );
+        let bytes = r["bytes_per_record"]["estimate"].as_f64().unwrap();
+        assert!((200.0..5_000.0).contains(&bytes), "{r}");
+        // The store scales with the measured bytes per record from the decision's store.
+        let choice = if headline["recommended"].is_null() {
+            &headline["closest"]
+        } else {
+            &headline["recommended"]
+        };
+        let choice = if choice.is_null() {
+            &headline["cost_optimal"]
+        } else {
+            choice
+        };
+        let expected = choice["store_bytes"].as_f64().unwrap()
+            / headline["bytes_per_record"].as_f64().unwrap()
+            * bytes;
+        let got = r["store_bytes"].as_f64().unwrap();
+        assert!((got / expected - 1.0).abs() < 1e-9, "{got} vs {expected}");
+        assert_eq!(r["retention"], choice["retention"]);
+    }
+    if redis.is_some() {
+        let r = &rows[2];
+        assert_eq!(
+            (&r["kind"], &r["priced_as"]),
+            (&"redis".into(), &"memory".into())
+        );
+        assert!(r["caveat"].as_str().unwrap().contains("eviction"));
+        // RAM at $12 against disk at $0.10 a GB-month: the same bytes cost 120 times more.
+        let per_byte = |r: &serde_json::Value| {
+            r["storage_cost_per_day"].as_f64().unwrap() / r["store_bytes"].as_f64().unwrap()
+        };
+        assert!((per_byte(r) / per_byte(&rows[0]) - 120.0).abs() < 1e-6);
+    }
+    let md = std::fs::read_to_string(out.path().join("r/summary.md")).unwrap();
+    assert!(md.contains("### Stores compared"), "{md}");
+    let html = std::fs::read_to_string(out.path().join("r/index.html")).unwrap();
+    assert!(html.contains("Stores compared"));
+    // Named stores are kept, scratch ones dropped.
+    assert!(other.exists());
+}

@@ -34,10 +34,19 @@ pub struct ReportArgs {
     /// Each simulation gets its own suffixed file or schema; scratch schemas are dropped.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
+    /// Also measure the headline scenario (at its first retention) on this store, for the
+    /// report's store comparison: `sqlite:PATH`, `postgres://…` or `redis://HOST:PORT`; repeat
+    /// for each (at most 4). Scratch schemas and prefixes are dropped afterwards.
+    #[arg(long = "compare-store", value_name = "SPEC")]
+    pub compare_store: Vec<String>,
     /// No progress bar and no summary table on stdout (broken budgets still go to stderr).
     #[arg(long)]
     pub quiet: bool,
 }
+
+/// Each compared store runs the headline scenario once more: a handful is a comparison, more
+/// is a typo.
+const MAX_COMPARED_STORES: usize = 4;
 
 /// Set by the Ctrl-C handler; every running simulation stops at its next event.
 static INTERRUPTED: AtomicBool = AtomicBool::new(false);
@@ -62,6 +71,16 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             "{}: no scenario files (*.toml) found",
             args.scenarios.display()
         );
+    }
+    if args.compare_store.len() > MAX_COMPARED_STORES {
+        bail!(
+            "--compare-store: at most {MAX_COMPARED_STORES} stores, not {}",
+            args.compare_store.len()
+        );
+    }
+    for spec in &args.compare_store {
+        crate::store::StoreSpec::parse(spec)
+            .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e}"))?;
     }
     if let Some(path) = &args.baseline
         && !path.is_file()
@@ -93,6 +112,18 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     bar.finish_and_clear();
     stores.finish()?;
     let mut summary = summary?;
+    if !args.compare_store.is_empty() && !summary.interrupted {
+        let bar = super::progress_bar(args.quiet, "comparing stores");
+        bar.set_message(format!("{} more stores", args.compare_store.len()));
+        let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+        let progress = Progress {
+            tick: &tick,
+            interrupted: &INTERRUPTED,
+        };
+        summary.stores =
+            crate::run::compare_stores(&summary, &loaded, &stores, &args.compare_store, &progress)?;
+        bar.finish_and_clear();
+    }
     summary.bench = bench;
     if let Some(path) = &args.baseline {
         let comparison = crate::run::compare::compare(&summary, path)?;

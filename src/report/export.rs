@@ -5,7 +5,7 @@ use super::html::{self, Kind, fmt};
 use super::{RunResult, Status, Summary};
 use crate::format::human_bytes;
 use crate::run::compare::{Change, Comparison};
-use crate::run::results::{Headline, ScenarioKind};
+use crate::run::results::{Headline, ScenarioKind, StoreRow};
 use crate::sim::replay::Figure;
 
 #[derive(Debug, thiserror::Error)]
@@ -223,6 +223,10 @@ impl Exporter for MarkdownExporter {
             out.push('\n');
         }
 
+        if !summary.stores.is_empty() {
+            stores_md(&mut out, &summary.stores);
+        }
+
         let timelines: Vec<_> = summary
             .scenarios
             .iter()
@@ -266,6 +270,46 @@ impl Exporter for MarkdownExporter {
         );
         Ok(out.into_bytes())
     }
+}
+
+/// The headline scenario on each store (`report --compare-store`).
+fn stores_md(out: &mut String, rows: &[StoreRow]) {
+    out.push_str(
+        "### Stores compared
+
+",
+    );
+    out.push_str(&format!(
+        "The headline scenario measured on each store at {}, priced at {} with every copy; a store in memory is priced as memory.
+
+",
+        rows[0].measured_at, rows[0].retention
+    ));
+    out.push_str(
+        "| Store | Bytes/record (95% interval) | Store per copy | Priced as | Storage cost | Duplicate labels | Gives up |
+",
+    );
+    out.push_str(
+        "|---|---|---|---|---:|---|---|
+",
+    );
+    for r in rows {
+        out.push_str(&format!(
+            "| {} | {} | {} ({} – {}) | {} at {}/GB-month | {} | {} | {} |
+",
+            cell(&r.store),
+            range(Kind::Bytes, &r.bytes_per_record),
+            fmt(Kind::Bytes, r.store_bytes),
+            fmt(Kind::Bytes, r.store_bytes_ci95[0]),
+            fmt(Kind::Bytes, r.store_bytes_ci95[1]),
+            r.priced_as,
+            fmt(Kind::Usd, r.usd_per_gb_month),
+            fmt(Kind::UsdPerDay, r.storage_cost_per_day),
+            range(Kind::PerDay, &r.duplicate_labels_per_day),
+            cell(r.caveat.unwrap_or("nothing"))
+        ));
+    }
+    out.push('\n');
 }
 
 pub(crate) fn change_kind(figure: &str) -> Kind {

@@ -250,6 +250,10 @@ struct Page {
     legend: &'static str,
     sizing_rows: Vec<GlanceRow>,
     failure_rows: Vec<GlanceRow>,
+    stores: Vec<StoreView>,
+    /// The retention the store comparison measured at and the one it prices at.
+    stores_measured_at: String,
+    stores_priced_at: String,
     comparison: Option<ComparisonView>,
     whatif: WhatIf,
     charts: Vec<ChartView>,
@@ -1235,6 +1239,46 @@ fn glance_row(s: &ScenarioResult, r: &RunResult) -> GlanceRow {
     }
 }
 
+/// One store of the comparison (`report --compare-store`), formatted.
+#[derive(Debug, Clone, Serialize)]
+struct StoreView {
+    store: String,
+    bytes_per_record: String,
+    bytes_interval: String,
+    store_size: String,
+    store_interval: String,
+    priced_as: String,
+    cost: String,
+    duplicates: String,
+    duplicates_interval: String,
+    caveat: Option<&'static str>,
+}
+
+fn store_views(rows: &[crate::run::StoreRow]) -> Vec<StoreView> {
+    rows.iter()
+        .map(|r| StoreView {
+            store: r.store.clone(),
+            bytes_per_record: human_bytes(r.bytes_per_record.estimate.round()),
+            bytes_interval: interval(Kind::Bytes, &r.bytes_per_record),
+            store_size: fmt(Kind::Bytes, r.store_bytes),
+            store_interval: format!(
+                "{} – {}",
+                fmt(Kind::Bytes, r.store_bytes_ci95[0]),
+                fmt(Kind::Bytes, r.store_bytes_ci95[1])
+            ),
+            priced_as: format!(
+                "{} at {}/GB-month",
+                r.priced_as,
+                fmt(Kind::Usd, r.usd_per_gb_month)
+            ),
+            cost: fmt(Kind::UsdPerDay, r.storage_cost_per_day),
+            duplicates: fmt(Kind::PerDay, r.duplicate_labels_per_day.estimate),
+            duplicates_interval: interval(Kind::PerDay, &r.duplicate_labels_per_day),
+            caveat: r.caveat,
+        })
+        .collect()
+}
+
 fn glance_rows(summary: &Summary, kind: ScenarioKind) -> Vec<GlanceRow> {
     summary
         .scenarios
@@ -1709,6 +1753,17 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         legend: PAGE_LEGEND,
         sizing_rows: glance_rows(summary, ScenarioKind::Sizing),
         failure_rows: glance_rows(summary, ScenarioKind::Failure),
+        stores: store_views(&summary.stores),
+        stores_measured_at: summary
+            .stores
+            .first()
+            .map(|r| r.measured_at.clone())
+            .unwrap_or_default(),
+        stores_priced_at: summary
+            .stores
+            .first()
+            .map(|r| r.retention.clone())
+            .unwrap_or_default(),
         comparison: summary.comparison.as_ref().map(comparison_view),
         whatif,
         charts: charts_out,

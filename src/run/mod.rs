@@ -40,12 +40,16 @@ pub fn simulate(
         .par_iter()
         .enumerate()
         .map(|(point, cfg)| {
+            let sweeper = sweeper_for(settings, cfg.retention_s());
             let open = |replicate: u32| {
-                stores.open(Slot {
-                    point,
-                    replicate,
-                    ..Slot::default()
-                })
+                stores.open_with(
+                    Slot {
+                        point,
+                        replicate,
+                        ..Slot::default()
+                    },
+                    sweeper,
+                )
             };
             let mut sim = replay::simulate(
                 cfg,
@@ -58,10 +62,44 @@ pub fn simulate(
             )?;
             let params = settings.model_params(cfg.retention_s());
             with_model(&mut sim, &model::estimate(&params, &dist), &params);
+            note_sweeper(&mut sim, sweeper);
             Ok(sim)
         })
         .collect::<anyhow::Result<Vec<_>>>()?;
     Ok(reports)
+}
+
+/// A partition period shorter than this is refused by the store (at 1 s); the default keeps
+/// a short retention from making hundreds of partitions.
+const MIN_DEFAULT_PARTITION_S: f64 = 60.0;
+
+/// The store's sweeper at a retention (`--sweeper`): partitions default to a quarter of the
+/// retention, so a record outlives its retention by at most a quarter and a lookup probes
+/// about five partitions.
+fn sweeper_for(settings: &Settings, retention_s: f64) -> crate::store::Sweeper {
+    match settings.traffic.sweeper {
+        crate::settings::SweeperChoice::Delete => crate::store::Sweeper::Delete,
+        crate::settings::SweeperChoice::Partitions => {
+            let period_s = settings
+                .traffic
+                .partition_period_s
+                .unwrap_or((retention_s / 4.0).max(MIN_DEFAULT_PARTITION_S));
+            crate::store::Sweeper::Partitions {
+                period_ms: (period_s * 1000.0).round() as i64,
+            }
+        }
+    }
+}
+
+/// Says when records outlive their retention by design: the model counts a record until its
+/// expiry, a partitioned store until its partition is dropped.
+fn note_sweeper(sim: &mut SimReport, sweeper: crate::store::Sweeper) {
+    if let crate::store::Sweeper::Partitions { period_ms } = sweeper {
+        sim.notes.push(format!(
+            "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it) and the store holds that many more records than the model, which counts a record until it expires",
+            crate::duration::format_secs(period_ms as f64 / 1000.0)
+        ));
+    }
 }
 
 /// Replaces the simulator's own model figures (`analytic`) by the estimate at the run's full
@@ -170,13 +208,17 @@ pub fn scenarios(
                         tick: &tick,
                         interrupted: progress.interrupted,
                     };
+                    let sweeper = sweeper_for(&job.loaded.scenario.settings, job.cfg.retention_s());
                     let open = |replicate: u32| {
-                        stores.open(Slot {
-                            scenario: job.scenario,
-                            point: job.retention,
-                            replicate,
-                            timeline: false,
-                        })
+                        stores.open_with(
+                            Slot {
+                                scenario: job.scenario,
+                                point: job.retention,
+                                replicate,
+                                timeline: false,
+                            },
+                            sweeper,
+                        )
                     };
                     let r = replay::simulate(
                         &job.cfg,
@@ -187,6 +229,10 @@ pub fn scenarios(
                         &open,
                         &job_progress,
                     )
+                    .map(|mut sim| {
+                        note_sweeper(&mut sim, sweeper);
+                        sim
+                    })
                     .map_err(|e| format!("{}: {e}", job.loaded.path.display()));
                     tick(1.0);
                     results.lock().unwrap_or_else(|p| p.into_inner())[j] = Some(r);
@@ -265,6 +311,116 @@ pub fn scenarios(
     Ok(summarise(scenarios, None))
 }
 
+/// What Redis gives up, in the comparison's words (`tests/redis.rs` makes both happen).
+const REDIS_CAVEAT: &str = "the key record and the label are in two stores: a crash between their writes loses or doubles a label, and eviction under maxmemory forgets keys inside their retention, each retry of which buys again";
+
+/// Measures the headline scenario on each store of `specs` at its first retention, and puts
+/// the report's own store (`main`, already measured in `summary`) first. Each is priced at the
+/// headline's retention by scaling the decision's store, which is linear in bytes per record;
+/// a store in memory (Redis) at `memory_usd_per_gb_month`. Empty when no scenario was sized.
+pub fn compare_stores(
+    summary: &Summary,
+    loaded: &[Loaded],
+    main: &Stores,
+    specs: &[String],
+    progress: &Progress<'_>,
+) -> anyhow::Result<Vec<StoreRow>> {
+    let Some(head) = &summary.decision else {
+        return Ok(Vec::new());
+    };
+    let Some((l, result)) = loaded
+        .iter()
+        .zip(&summary.scenarios)
+        .find(|(l, s)| s.name == head.scenario && l.scenario.name == head.scenario)
+    else {
+        return Ok(Vec::new());
+    };
+    let Some(first) = result.runs.first() else {
+        return Ok(Vec::new());
+    };
+    let settings = &l.scenario.settings;
+    let rec = &head.recommendation;
+    let choice = rec
+        .recommended
+        .as_ref()
+        .or(rec.closest.as_ref())
+        .unwrap_or(&rec.cost_optimal);
+    let row = |kind: &'static str, store: String, bytes: Figure, duplicates: Figure| {
+        let memory = kind == "redis";
+        let price = if memory {
+            settings.model.memory_usd_per_gb_month
+        } else {
+            settings.model.storage_usd_per_gb_month
+        };
+        let per_byte = choice.store_bytes / rec.bytes_per_record.max(f64::MIN_POSITIVE);
+        let price_ratio = price
+            / settings
+                .model
+                .storage_usd_per_gb_month
+                .max(f64::MIN_POSITIVE);
+        StoreRow {
+            kind,
+            store,
+            measured_at: first.retention.clone(),
+            bytes_per_record: bytes,
+            priced_as: if memory { "memory" } else { "disk" },
+            usd_per_gb_month: price,
+            retention: choice.retention.clone(),
+            store_bytes: per_byte * bytes.estimate,
+            store_bytes_ci95: [per_byte * bytes.ci95_low, per_byte * bytes.ci95_high],
+            storage_cost_per_day: choice.storage_cost_per_day / rec.bytes_per_record
+                * bytes.estimate
+                * price_ratio,
+            duplicate_labels_per_day: duplicates,
+            caveat: memory.then_some(REDIS_CAVEAT),
+        }
+    };
+    let mut rows = vec![row(
+        main.kind(),
+        main.name().to_string(),
+        first.figures.bytes_per_record,
+        first.figures.duplicate_labels_per_day,
+    )];
+    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
+    let dist = settings.retry_delay()?;
+    let cfg = first.config.clone();
+    for spec in specs {
+        let stores = Stores::new(
+            Some(spec),
+            None,
+            StoreOptions {
+                purpose: "compare",
+                ..StoreOptions::default()
+            },
+        )
+        .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
+        let open = |replicate: u32| {
+            stores.open(Slot {
+                replicate,
+                ..Slot::default()
+            })
+        };
+        let sim = replay::simulate(
+            &cfg,
+            &arrivals,
+            &dist,
+            settings.traffic.replicates,
+            stores.name(),
+            &open,
+            progress,
+        );
+        stores.finish()?;
+        let sim = sim.map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
+        rows.push(row(
+            stores.kind(),
+            stores.name().to_string(),
+            sim.bytes_per_record_measured,
+            sim.duplicate_labels_per_day,
+        ));
+    }
+    Ok(rows)
+}
+
 /// Assembles the summary and collects the broken budgets.
 pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) -> Summary {
     let broken_budgets = scenarios
@@ -298,6 +454,7 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
     Summary {
         schema_version: SCHEMA_VERSION,
         tool: Tool::default(),
+        stores: Vec::new(),
         decision,
         scenarios,
         comparison: None,

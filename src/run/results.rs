@@ -30,6 +30,9 @@ pub struct Summary {
     pub comparison: Option<super::compare::Comparison>,
     /// Every broken budget of every scenario, in scenario order: what CI prints and fails on.
     pub broken_budgets: Vec<BrokenBudget>,
+    /// The headline scenario measured on each store of `report --compare-store`, beside the
+    /// report's own store; empty without it.
+    pub stores: Vec<StoreRow>,
     /// `idemcalc bench --format json` results, when `--bench` was given.
     pub bench: Option<BenchResults>,
     /// A run was stopped by Ctrl-C: its figures cover only part of the simulated time.
@@ -49,6 +52,32 @@ impl Default for Tool {
             version: env!("CARGO_PKG_VERSION"),
         }
     }
+}
+
+/// One store measured on the headline scenario (at its first retention) and priced at the
+/// headline's retention: what choosing that store costs, and how it fails.
+#[derive(Debug, Clone, Serialize)]
+pub struct StoreRow {
+    /// `sqlite`, `postgres` or `redis`.
+    pub kind: &'static str,
+    pub store: String,
+    /// The retention of the run that measured it.
+    pub measured_at: String,
+    pub bytes_per_record: Figure,
+    /// `disk` or `memory`: what one of its GB is priced as.
+    pub priced_as: &'static str,
+    pub usd_per_gb_month: f64,
+    /// The headline's retention, at which the size and cost below are given.
+    pub retention: String,
+    /// One copy at the measured bytes per record, and at the ends of its interval, bytes.
+    pub store_bytes: f64,
+    pub store_bytes_ci95: [f64; 2],
+    /// Every copy together, USD per day.
+    pub storage_cost_per_day: f64,
+    /// Measured in the run on this store.
+    pub duplicate_labels_per_day: Figure,
+    /// How the store gives up one of the seed's guarantees, when it does.
+    pub caveat: Option<&'static str>,
 }
 
 /// The decision the report leads with, and the scenario it was made for.

@@ -10,7 +10,7 @@
 
 use crate::store::{
     PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StorePool,
-    StoreSpec, Synchronous,
+    StoreSpec, Sweeper, Synchronous,
 };
 use anyhow::Context as _;
 use std::path::{Path, PathBuf};
@@ -139,6 +139,15 @@ impl Stores {
         Stores::new(None, None, options)
     }
 
+    /// `sqlite`, `postgres` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        match self.spec {
+            StoreSpec::Sqlite(_) => "sqlite",
+            StoreSpec::Postgres { .. } => "postgres",
+            StoreSpec::Redis { .. } => "redis",
+        }
+    }
+
     /// The stores as reports show them: stable across runs.
     pub fn name(&self) -> &str {
         &self.name
@@ -147,7 +156,13 @@ impl Stores {
     /// Opens the store of `slot`. It must be empty: a run never replays into an existing store
     /// (the simulator and the timeline both check, and refuse with the store's name).
     pub fn open(&self, slot: Slot) -> Result<Box<dyn Store>, StoreError> {
-        match self.pool(slot)? {
+        self.open_with(slot, Sweeper::Delete)
+    }
+
+    /// [`Stores::open`] with a sweeper other than the seed's batched `DELETE` (`--sweeper`),
+    /// which only PostgreSQL offers.
+    pub fn open_with(&self, slot: Slot, sweeper: Sweeper) -> Result<Box<dyn Store>, StoreError> {
+        match self.pool_with(slot, sweeper)? {
             // `pool` opened the file once already; a second connection costs nothing here.
             pool @ (StorePool::Sqlite { .. } | StorePool::Redis { .. }) => pool.get(),
             StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
@@ -157,7 +172,17 @@ impl Stores {
     /// The store of `slot` as a pool, one connection per worker (`StoreOptions::pool_size` for
     /// PostgreSQL): what a multi-threaded run such as the bench needs.
     pub fn pool(&self, slot: Slot) -> Result<StorePool, StoreError> {
+        self.pool_with(slot, Sweeper::Delete)
+    }
+
+    fn pool_with(&self, slot: Slot, sweeper: Sweeper) -> Result<StorePool, StoreError> {
         let suffix = slot.suffix();
+        if sweeper != Sweeper::Delete && !matches!(self.spec, StoreSpec::Postgres { .. }) {
+            return Err(StoreError::Spec {
+                spec: self.name.clone(),
+                message: "--sweeper partitions needs a PostgreSQL store (--store postgres://…); SQLite and Redis sweep by delete".into(),
+            });
+        }
         match &self.spec {
             StoreSpec::Sqlite(path) => {
                 let path = PathBuf::from(format!("{}{suffix}", path.display()));
@@ -183,6 +208,7 @@ impl Stores {
                     schema,
                     pool_size: self.options.pool_size,
                     synchronous: self.options.synchronous,
+                    sweeper,
                     ..PgOptions::default()
                 };
                 let pool = PgPool::connect(url, &options)?;

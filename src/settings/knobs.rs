@@ -386,6 +386,27 @@ pub const KNOBS: &[Knob] = &[
         "RECORDS",
         "Records the sweeper deletes per batch."
     ),
+    knob!(
+        "sweeper",
+        "--sweeper",
+        Some("traffic.sweeper"),
+        Kind::Choice(&["delete", "partitions"]),
+        Some("delete"),
+        SIMULATE,
+        "STRATEGY",
+        "How expired records go on PostgreSQL: batched DELETE (the seed's), or partitions by expiry dropped whole."
+    ),
+    // A partition per second of retention would be a typo: every lookup probes every partition.
+    knob!(
+        "partition_period",
+        "--partition-period",
+        Some("traffic.partition_period"),
+        duration(true, 30.0 * DAY_S),
+        None,
+        SIMULATE,
+        "DURATION",
+        "With --sweeper partitions: the range of one partition (default: a quarter of the retention, at least 1 min)."
+    ),
     // Each point is a row in the series tables and a vertex in the chart.
     knob!(
         "series_points",
@@ -568,6 +589,18 @@ pub const KNOBS: &[Knob] = &[
         BOTH,
         "USD_PER_GB_MONTH",
         "Storage price per GB-month (decimal GB)."
+    ),
+    // Managed in-memory stores list at about $0.2/h for a 13 GiB node: ~$12 per GB-month,
+    // a hundred times disk. Used where a store keeps its records in RAM (Redis).
+    knob!(
+        "memory_usd_per_gb_month",
+        "--memory-price",
+        Some("model.memory_usd_per_gb_month"),
+        at_least(0.0, 1e4),
+        Some("12"),
+        FILE_ONLY,
+        "USD_PER_GB_MONTH",
+        "Memory price per GB-month, for a store that keeps its records in RAM (Redis in the report's store comparison)."
     ),
     knob!(
         "unlabelled_parcel_usd",

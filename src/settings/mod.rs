@@ -167,9 +167,20 @@ pub struct Traffic {
     pub backoff_cap_ms: i64,
     pub sweep_period_s: f64,
     pub sweep_batch: u32,
+    pub sweeper: SweeperChoice,
+    /// `None`: a quarter of each retention (see `run::sweeper_for`).
+    pub partition_period_s: Option<f64>,
     pub series_points: u32,
     /// Also write the replayed requests here (`--request-log`), for `idemcalc fit`.
     pub request_log: Option<PathBuf>,
+}
+
+/// `--sweeper`: how expired records leave a PostgreSQL store.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SweeperChoice {
+    Delete,
+    Partitions,
 }
 
 /// A daily rush on top of the base rate: the seed's pre-holiday packing rush.
@@ -212,6 +223,8 @@ pub struct Model {
     /// Full copies of the store paid for (primary plus standbys).
     pub replicas: f64,
     pub storage_usd_per_gb_month: f64,
+    /// What a GB of RAM costs a month: a store in memory is priced at this, not at disk.
+    pub memory_usd_per_gb_month: f64,
     pub unlabelled_parcel_usd: f64,
 }
 
@@ -358,6 +371,8 @@ impl Settings {
                 backoff_cap_ms: ms(v.req_duration("backoff_cap")),
                 sweep_period_s: v.req_duration("sweep_period").as_secs_f64(),
                 sweep_batch: to_u32(v.req_count("sweep_batch")),
+                sweeper: v.choice("sweeper"),
+                partition_period_s: v.duration("partition_period").map(|d| d.as_secs_f64()),
                 series_points: to_u32(v.req_count("series_points")),
                 request_log: match v.get("request_log") {
                     Some(Value::Path(p)) => Some(p.clone()),
@@ -387,6 +402,7 @@ impl Settings {
                     .unwrap_or_else(|| payload.record_bytes()),
                 replicas: v.req_number("replicas"),
                 storage_usd_per_gb_month: v.req_number("storage_usd_per_gb_month"),
+                memory_usd_per_gb_month: v.req_number("memory_usd_per_gb_month"),
                 unlabelled_parcel_usd: v.req_number("unlabelled_parcel_usd"),
             },
             retry: Retry {
@@ -426,6 +442,12 @@ impl Settings {
                     "{} is below the average rate ({}); the peak cannot be below the average --rate",
                     self.model.peak_rate_per_s, mean
                 ),
+            ));
+        }
+        if v.given("partition_period") && self.traffic.sweeper != SweeperChoice::Partitions {
+            return Err(SettingsError::new(
+                "partition_period",
+                "sets the range of a partition, so it needs --sweeper partitions".to_string(),
             ));
         }
         // The seed's 2,000/s sizes the worst case unless the traffic itself peaks higher.

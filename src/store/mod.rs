@@ -19,7 +19,7 @@ use serde::Serialize;
 use std::fmt;
 use std::path::PathBuf;
 
-pub use postgres::{PgOptions, PgPool, PostgresStore};
+pub use postgres::{PgOptions, PgPool, PostgresStore, Sweeper};
 pub use redis::RedisStore;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 

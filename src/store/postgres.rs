@@ -27,8 +27,9 @@ use super::{
 use crate::clock::Millis;
 use postgres::error::SqlState;
 use postgres::{Client, NoTls, Row, Statement};
-use std::sync::Arc;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
@@ -47,10 +48,12 @@ pub const MAX_POOL_SIZE: u32 = 256;
 /// silently by the server, which would make two schema names one.
 const MAX_SCHEMA_NAME_BYTES: usize = 63;
 
-/// Version 1 of the schema. `{s}` is the quoted schema name. Columns are ordered for the heap
-/// tuple's alignment (8-byte timestamps first, then 4-byte, then byte-aligned and variable width):
-/// in the seed's order each `timestamptz` after a text column costs up to 7 bytes of padding.
-/// The state is the seed's enum: 4 bytes where `text` 'completed' takes 10.
+/// Version 1 of the schema. `{s}` is the quoted schema name, `{keys}` the key table's columns
+/// and constraint and `{partitioning}` its partitioning clause (see [`schema_v1`]). Columns are
+/// ordered for the heap tuple's alignment (8-byte timestamps first, then 4-byte, then
+/// byte-aligned and variable width): in the seed's order each `timestamptz` after a text column
+/// costs up to 7 bytes of padding. The state is the seed's enum: 4 bytes where `text`
+/// 'completed' takes 10.
 const SCHEMA_V1: &str = "
 CREATE TYPE {s}.key_state AS ENUM ('started', 'completed');
 CREATE TABLE {s}.idempotency_keys (
@@ -66,9 +69,9 @@ CREATE TABLE {s}.idempotency_keys (
     -- text, not the seed's jsonb: jsonb re-renders JSON (spaces after ':' and ',', keys reordered
     -- by length), and a replay must return the saved body byte for byte.
     response_body   text,
-    CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key)
-);
-CREATE INDEX idempotency_keys_expires_at ON {s}.idempotency_keys (expires_at);
+    {key}
+){partitioning};
+{expires_index}
 CREATE TABLE {s}.labels (
     -- Insertion order, as SQLite's rowid gives it, so both stores list labels alike.
     label_seq      bigserial NOT NULL,
@@ -84,6 +87,47 @@ CREATE TABLE {s}.labels (
     CONSTRAINT labels_parcel_version UNIQUE (caller_id, order_id, parcel_no, label_version)
 );
 ";
+
+/// Version 1's DDL for a sweeper. With partitions, the key table is partitioned by range of
+/// `expires_at`, and a primary key on a partitioned table must contain the partition key: the
+/// seed's `UNIQUE (caller_id, idem_key)` cannot be declared, so claims serialise on a per-key
+/// advisory lock instead (see [`Statements`]). No `expires_at` index: a partition is dropped
+/// whole, never searched by expiry.
+fn schema_v1(sweeper: Sweeper) -> String {
+    let (key, partitioning, expires_index) = match sweeper {
+        Sweeper::Delete => (
+            "CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key)",
+            "",
+            "CREATE INDEX idempotency_keys_expires_at ON {s}.idempotency_keys (expires_at);",
+        ),
+        Sweeper::Partitions { .. } => (
+            "CONSTRAINT idempotency_keys_pkey PRIMARY KEY (caller_id, idem_key, expires_at)",
+            " PARTITION BY RANGE (expires_at)",
+            "",
+        ),
+    };
+    SCHEMA_V1
+        .replace("{key}", key)
+        .replace("{partitioning}", partitioning)
+        .replace("{expires_index}", expires_index)
+}
+
+/// How expired key records leave the store (`--sweeper`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Sweeper {
+    /// The seed's: batched `DELETE … WHERE expires_at <= now` over an index on `expires_at`.
+    /// Every purged row leaves a dead tuple for vacuum, and its WAL.
+    #[default]
+    Delete,
+    /// The key table partitioned by `expires_at`, one partition per `period_ms`; a partition
+    /// whose whole range has expired is detached and dropped. No dead tuples and almost no WAL,
+    /// but a record lives until its partition ends: up to one period past its retention.
+    Partitions { period_ms: Millis },
+}
+
+/// At most this many partitions a store keeps ahead and behind: a period so short that a
+/// retention needs more is a typo (and every lookup probes every partition's index).
+pub const MAX_PARTITIONS: i64 = 1_000;
 
 /// How to reach the server and what to create there.
 #[derive(Debug, Clone, PartialEq)]
@@ -103,6 +147,8 @@ pub struct PgOptions {
     /// Hold the schema for this process while the pool lives (a session advisory lock), so a
     /// second process that names it is refused instead of writing into a run's rows.
     pub exclusive: bool,
+    /// How expired records go; a schema keeps the layout it was created with.
+    pub sweeper: Sweeper,
 }
 
 impl Default for PgOptions {
@@ -114,6 +160,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(5),
             checkout_timeout: Duration::from_secs(30),
             exclusive: true,
+            sweeper: Sweeper::Delete,
         }
     }
 }
@@ -209,6 +256,8 @@ pub fn pg_message(e: &postgres::Error) -> String {
 /// The statements of the two transactions and the store's queries, prepared once per connection:
 /// each then costs one round trip instead of a parse and a round trip more.
 struct Statements {
+    /// With partitions only: the per-key advisory lock a claim takes first (see `insert_key`).
+    claim_lock: Option<Statement>,
     insert_key: Statement,
     lock_key: Statement,
     get_key: Statement,
@@ -232,14 +281,40 @@ const KEY_COLUMNS: &str = "request_hash, state::text, locked_until, lease_token,
 const LABEL_COLUMNS: &str = "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id";
 
 impl Statements {
-    fn prepare(client: &mut Client) -> Result<Self, postgres::Error> {
+    /// With `partitioned`, no unique index can span the partitions, so a claim is two
+    /// statements: a transaction-scoped advisory lock on a hash of (caller, key), then an insert
+    /// that checks no record exists. The check runs after the lock is granted, so under READ
+    /// COMMITTED it sees any claim of the same key that committed meanwhile; a concurrent claim
+    /// waits for the lock until this transaction ends, then sees this row.
+    fn prepare(client: &mut Client, partitioned: bool) -> Result<Self, postgres::Error> {
+        let (claim_lock, insert_key) = if partitioned {
+            (
+                Some(client.prepare(
+                    "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))",
+                )?),
+                client.prepare(
+                    "INSERT INTO idempotency_keys
+                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                     SELECT $1::text, $2::text, $3::bytea, 'started', $4::timestamptz, $5::uuid,
+                            $6::timestamptz, $7::timestamptz
+                      WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys
+                                         WHERE caller_id = $1 AND idem_key = $2)",
+                )?,
+            )
+        } else {
+            (
+                None,
+                client.prepare(
+                    "INSERT INTO idempotency_keys
+                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                     VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
+                     ON CONFLICT (caller_id, idem_key) DO NOTHING",
+                )?,
+            )
+        };
         Ok(Self {
-            insert_key: client.prepare(
-                "INSERT INTO idempotency_keys
-                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                 VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
-                 ON CONFLICT (caller_id, idem_key) DO NOTHING",
-            )?,
+            claim_lock,
+            insert_key,
             lock_key: client.prepare(&format!(
                 "SELECT {KEY_COLUMNS} FROM idempotency_keys
                   WHERE caller_id = $1 AND idem_key = $2
@@ -349,6 +424,31 @@ struct PoolInner {
     generation: AtomicU64,
     /// Holds the schema for this process while any pool on it lives (see `store::exclusive`).
     _exclusive: Option<Arc<super::exclusive::Held>>,
+    /// With partitions: the start of every partition known to exist.
+    partitions: Mutex<BTreeSet<Millis>>,
+    /// With partitions: the connection that creates them.
+    ddl: Mutex<Option<Client>>,
+}
+
+/// A partition's name: the start of its range in milliseconds since the Unix epoch.
+fn partition_name(from_ms: Millis) -> String {
+    if from_ms < 0 {
+        format!("idempotency_keys_m{}", from_ms.unsigned_abs())
+    } else {
+        format!("idempotency_keys_p{from_ms}")
+    }
+}
+
+/// The start of a partition's range from its name, for the sweeper.
+fn partition_start(name: &str) -> Option<Millis> {
+    if let Some(n) = name.strip_prefix("idempotency_keys_p") {
+        n.parse().ok()
+    } else {
+        name.strip_prefix("idempotency_keys_m")?
+            .parse::<Millis>()
+            .ok()
+            .map(|n| -n)
+    }
 }
 
 /// A connection pool (the `r2d2` crate) of at most `pool_size` connections, each handed out as
@@ -377,6 +477,13 @@ impl PgPool {
             message,
         };
         check_schema_name(&options.schema).map_err(&fail)?;
+        if let Sweeper::Partitions { period_ms } = options.sweeper
+            && period_ms < 1_000
+        {
+            return Err(fail(format!(
+                "a partition period of {period_ms} ms is not allowed: use 1s or more"
+            )));
+        }
         if options.pool_size == 0 || options.pool_size > MAX_POOL_SIZE {
             return Err(fail(format!(
                 "a pool of {} connections is not allowed: use 1 to {MAX_POOL_SIZE}",
@@ -401,6 +508,8 @@ impl PgPool {
             location,
             generation: AtomicU64::new(0),
             _exclusive: None,
+            partitions: Mutex::new(BTreeSet::new()),
+            ddl: Mutex::new(None),
         };
         // The first connection reports a refused or unreachable server with its own message;
         // then the schema is held (before anything touches it), then created or migrated before
@@ -414,6 +523,9 @@ impl PgPool {
             )?);
         }
         inner.migrate(&mut client)?;
+        if let Sweeper::Partitions { .. } = options.sweeper {
+            inner.load_partitions(&mut client)?;
+        }
         drop(inner.setup(client)?);
         let inner = Arc::new(inner);
         let pool = r2d2::Pool::builder()
@@ -530,7 +642,8 @@ impl PoolInner {
                 quote_ident(&self.options.schema)
             ))
             .map_err(|e| self.pg_err(e))?;
-        let st = Statements::prepare(&mut client).map_err(|e| {
+        let partitioned = matches!(self.options.sweeper, Sweeper::Partitions { .. });
+        let st = Statements::prepare(&mut client, partitioned).map_err(|e| {
             let text = pg_message(&e);
             self.open_err(format!(
                 "the schema's tables do not have the expected shape ({text}); was schema `{}` created by another program? Name another with ?schema=NAME",
@@ -545,17 +658,27 @@ impl PoolInner {
         })
     }
 
-    /// Creates the schema and applies every missing version, under a transaction-scoped advisory
-    /// lock so two processes opening a new schema at once do not race on the catalog (`CREATE …
-    /// IF NOT EXISTS` alone is not safe against a concurrent identical create).
-    fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
-        let schema = quote_ident(&self.options.schema);
+    /// A transaction holding the schema's catalog lock: `CREATE … IF NOT EXISTS` alone is not
+    /// safe against a concurrent identical create.
+    fn catalog_tx<'c>(
+        &self,
+        client: &'c mut Client,
+    ) -> Result<postgres::Transaction<'c>, StoreError> {
         let mut tx = client.transaction().map_err(|e| self.pg_err(e))?;
         tx.execute(
             "SELECT pg_advisory_xact_lock($1)",
             &[&migration_lock_key(&self.options.schema)],
         )
         .map_err(|e| self.pg_err(e))?;
+        Ok(tx)
+    }
+
+    /// Creates the schema and applies every missing version, under a transaction-scoped advisory
+    /// lock so two processes opening a new schema at once do not race on the catalog (`CREATE …
+    /// IF NOT EXISTS` alone is not safe against a concurrent identical create).
+    fn migrate(&self, client: &mut Client) -> Result<(), StoreError> {
+        let schema = quote_ident(&self.options.schema);
+        let mut tx = self.catalog_tx(client)?;
         tx.batch_execute(&format!(
             "CREATE SCHEMA IF NOT EXISTS {schema};
              CREATE TABLE IF NOT EXISTS {schema}.schema_version (version int4 NOT NULL PRIMARY KEY);"
@@ -579,7 +702,7 @@ impl PoolInner {
                 "the schema has version {version}, newer than this idemcalc understands ({SCHEMA_VERSION}); use a newer idemcalc or another schema (?schema=NAME)"
             )));
         }
-        let migrations: [&str; 1] = [SCHEMA_V1];
+        let migrations: [String; 1] = [schema_v1(self.options.sweeper)];
         for (i, ddl) in migrations.iter().enumerate() {
             let v = i as i32 + 1;
             if v <= version {
@@ -604,6 +727,119 @@ impl PoolInner {
                 &[&v],
             )
             .map_err(|e| self.pg_err(e))?;
+        }
+        let partitioned: bool = tx
+            .query_one(
+                "SELECT EXISTS (SELECT 1 FROM pg_partitioned_table
+                                 WHERE partrelid = to_regclass($1))",
+                &[&format!("{schema}.idempotency_keys")],
+            )
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| self.pg_err(e))?;
+        let wanted = matches!(self.options.sweeper, Sweeper::Partitions { .. });
+        if let (true, Sweeper::Partitions { period_ms }) = (partitioned, self.options.sweeper) {
+            // Partitions of two lengths would overlap: a schema keeps the period it began with.
+            tx.batch_execute(&format!(
+                "CREATE TABLE IF NOT EXISTS {schema}.partitioning (period_ms int8 NOT NULL)"
+            ))
+            .map_err(|e| self.pg_err(e))?;
+            let kept: Option<i64> = tx
+                .query_opt(&format!("SELECT period_ms FROM {schema}.partitioning"), &[])
+                .and_then(|r| r.map(|r| r.try_get(0)).transpose())
+                .map_err(|e| self.pg_err(e))?;
+            match kept {
+                None => {
+                    tx.execute(
+                        &format!("INSERT INTO {schema}.partitioning (period_ms) VALUES ($1)"),
+                        &[&period_ms],
+                    )
+                    .map_err(|e| self.pg_err(e))?;
+                }
+                Some(p) if p != period_ms => {
+                    return Err(self.open_err(format!(
+                        "schema `{}` is partitioned by periods of {p} ms, not {period_ms} ms; give that --partition-period or name another schema with ?schema=NAME",
+                        self.options.schema
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if partitioned != wanted {
+            let made_for = if partitioned { "partitions" } else { "delete" };
+            return Err(self.open_err(format!(
+                "schema `{}` was created for --sweeper {made_for}, and a schema keeps its layout; name another schema with ?schema=NAME",
+                self.options.schema
+            )));
+        }
+        tx.commit().map_err(|e| self.pg_err(e))
+    }
+
+    /// The partitions that exist now, by name.
+    fn partition_names(&self, client: &mut Client) -> Result<Vec<String>, StoreError> {
+        let schema = quote_ident(&self.options.schema);
+        let rows = client
+            .query(
+                "SELECT c.relname::text FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                  WHERE i.inhparent = to_regclass($1)",
+                &[&format!("{schema}.idempotency_keys")],
+            )
+            .map_err(|e| self.pg_err(e))?;
+        rows.iter()
+            .map(|r| r.try_get(0).map_err(|e| self.pg_err(e)))
+            .collect()
+    }
+
+    fn load_partitions(&self, client: &mut Client) -> Result<(), StoreError> {
+        let names = self.partition_names(client)?;
+        let mut known = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        known.extend(names.iter().filter_map(|n| partition_start(n)));
+        Ok(())
+    }
+
+    /// The partition holding `expires_at_ms` and the next one, created if missing, on a
+    /// connection of their own: the caller's transaction must not hold a lock on the key table
+    /// while `CREATE TABLE … PARTITION OF` waits for its exclusive lock. Once per period per pool.
+    fn ensure_partitions(
+        &self,
+        period_ms: Millis,
+        expires_at_ms: Millis,
+    ) -> Result<(), StoreError> {
+        let start = expires_at_ms.div_euclid(period_ms) * period_ms;
+        let wanted = [start, start + period_ms];
+        let mut known = self.partitions.lock().unwrap_or_else(|p| p.into_inner());
+        if wanted.iter().all(|s| known.contains(s)) {
+            return Ok(());
+        }
+        let mut ddl = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
+        if ddl.as_ref().is_none_or(|c| c.is_closed()) {
+            *ddl = Some(self.raw_connect()?);
+        }
+        let client = ddl.as_mut().expect("connected above");
+        let schema = quote_ident(&self.options.schema);
+        // Two pools creating the same partition at once would race on the catalog.
+        let mut tx = self.catalog_tx(client)?;
+        tx.batch_execute("SET LOCAL lock_timeout = '30s'")
+            .map_err(|e| self.pg_err(e))?;
+        for from in wanted {
+            let name = format!("{schema}.{}", quote_ident(&partition_name(from)));
+            let exists: bool = tx
+                .query_one("SELECT to_regclass($1) IS NOT NULL", &[&name])
+                .and_then(|r| r.try_get(0))
+                .map_err(|e| self.pg_err(e))?;
+            if !exists {
+                // Created apart, then attached: ATTACH takes only a SHARE UPDATE EXCLUSIVE lock
+                // on the key table, so claims and lookups go on meanwhile (CREATE TABLE …
+                // PARTITION OF would take an ACCESS EXCLUSIVE one).
+                tx.batch_execute(&format!(
+                    "CREATE TABLE {name} (LIKE {schema}.idempotency_keys INCLUDING DEFAULTS);
+                     ALTER TABLE {schema}.idempotency_keys ATTACH PARTITION {name}
+                       FOR VALUES FROM (to_timestamp({from}::float8 / 1000))
+                                    TO (to_timestamp({to}::float8 / 1000));",
+                    to = from + period_ms,
+                ))
+                .map_err(|e| self.pg_err(e))?;
+            }
+            known.insert(from);
         }
         tx.commit().map_err(|e| self.pg_err(e))
     }
@@ -833,6 +1069,58 @@ impl PostgresStore {
         }
     }
 
+    /// The partition sweeper: every partition whose range ended by `now_ms` holds only expired
+    /// records, so it is detached (`CONCURRENTLY`: lookups and claims on the other partitions
+    /// do not wait for it) and dropped. Its keys are read first for the caller's purge record,
+    /// as the `DELETE`'s `RETURNING` gives them; production would skip that read.
+    fn drop_expired_partitions(
+        &mut self,
+        now_ms: Millis,
+        period_ms: Millis,
+    ) -> Result<Vec<(String, String)>, StoreError> {
+        let inner = self.pool.inner.clone();
+        let names = {
+            let conn = self.conn()?;
+            inner.partition_names(&mut conn.client)?
+        };
+        let schema = quote_ident(&inner.options.schema);
+        let mut purged = Vec::new();
+        let mut expired: Vec<(Millis, String)> = names
+            .into_iter()
+            .filter_map(|n| partition_start(&n).map(|s| (s, n)))
+            .filter(|(start, _)| start + period_ms <= now_ms)
+            .collect();
+        expired.sort();
+        for (start, name) in expired {
+            let part = format!("{schema}.{}", quote_ident(&name));
+            let conn = self.conn()?;
+            let rows = conn
+                .client
+                .query(&format!("SELECT caller_id, idem_key FROM {part}"), &[])
+                .map_err(|e| inner.pg_err(e))?;
+            for r in &rows {
+                purged.push((
+                    r.try_get(0).map_err(|e| inner.pg_err(e))?,
+                    r.try_get(1).map_err(|e| inner.pg_err(e))?,
+                ));
+            }
+            conn.client
+                .batch_execute(&format!(
+                    "ALTER TABLE {schema}.idempotency_keys DETACH PARTITION {part} CONCURRENTLY"
+                ))
+                .map_err(|e| inner.pg_err(e))?;
+            conn.client
+                .batch_execute(&format!("DROP TABLE {part}"))
+                .map_err(|e| inner.pg_err(e))?;
+            inner
+                .partitions
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&start);
+        }
+        Ok(purged)
+    }
+
     /// The server process id of this store's connection, e.g. for `pg_terminate_backend`.
     pub fn backend_pid(&mut self) -> Result<i32, StoreError> {
         self.retrying(|c| {
@@ -871,7 +1159,12 @@ impl PostgresStore {
         let Some(ns) = ns else { return Ok(None) };
         let sql = format!(
             "SELECT {}.bt_index_check(i.indexrelid, true) FROM pg_index i
-              WHERE i.indrelid IN ('idempotency_keys'::regclass, 'labels'::regclass)",
+              WHERE i.indrelid IN (SELECT relid FROM pg_partition_tree('idempotency_keys'::regclass)
+                                    WHERE isleaf
+                                   UNION ALL SELECT 'idempotency_keys'::regclass
+                                   UNION ALL SELECT 'labels'::regclass)
+                AND i.indisvalid AND NOT EXISTS (SELECT 1 FROM pg_partitioned_table p
+                                                  WHERE p.partrelid = i.indrelid)",
             quote_ident(&ns)
         );
         match self.retrying(|c| c.client.execute(sql.as_str(), &[])) {
@@ -914,9 +1207,28 @@ impl Drop for PgTx<'_> {
     }
 }
 
+impl PgTx<'_> {
+    /// With partitions: makes sure the partition for a record expiring at `expires_at_ms`
+    /// exists before a statement of this transaction touches the key table.
+    fn ensure_partition(&self, expires_at_ms: Millis) -> Result<(), StoreError> {
+        match self.pool.options.sweeper {
+            Sweeper::Delete => Ok(()),
+            Sweeper::Partitions { period_ms } => {
+                self.pool.ensure_partitions(period_ms, expires_at_ms)
+            }
+        }
+    }
+}
+
 impl Tx for PgTx<'_> {
     fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
+        self.ensure_partition(k.expires_at_ms)?;
         let Conn { client, st, .. } = &mut *self.conn;
+        if let Some(lock) = &st.claim_lock {
+            client
+                .execute(lock, &[&k.caller_id, &k.idem_key])
+                .map_err(|e| self.pool.pg_err(e))?;
+        }
         let n = client
             .execute(
                 &st.insert_key,
@@ -987,6 +1299,8 @@ impl Tx for PgTx<'_> {
     }
 
     fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
+        // The new expiry may fall in a later partition: the row moves there.
+        self.ensure_partition(d.expires_at_ms)?;
         let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
@@ -1098,6 +1412,9 @@ impl Store for PostgresStore {
         now_ms: Millis,
         batch: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
+        if let Sweeper::Partitions { period_ms } = self.pool.inner.options.sweeper {
+            return self.drop_expired_partitions(now_ms, period_ms);
+        }
         // One statement outside an explicit transaction is its own short transaction. Not
         // retried: a DELETE whose answer was lost may have committed.
         let conn = self.conn()?;
@@ -1134,15 +1451,26 @@ impl Store for PostgresStore {
     /// and each index. The primary-key index is counted with the table, as SQLite's
     /// WITHOUT ROWID table is its primary-key b-tree.
     fn bytes(&mut self) -> Result<StoreBytes, StoreError> {
-        let row = self.retrying(|c| {
-            c.client.query_one(
+        let sql = match self.pool.inner.options.sweeper {
+            Sweeper::Delete => {
                 "SELECT pg_table_size('idempotency_keys'::regclass)
                         + pg_relation_size('idempotency_keys_pkey'::regclass),
                         pg_relation_size('idempotency_keys_expires_at'::regclass),
-                        pg_total_relation_size('labels'::regclass)",
-                &[],
-            )
-        })?;
+                        pg_total_relation_size('labels'::regclass)"
+            }
+            // A partitioned table has no storage of its own: its leaves hold the rows, each
+            // with its share of the primary key, and there is no expires_at index.
+            Sweeper::Partitions { .. } => {
+                "SELECT (SELECT COALESCE(sum(pg_table_size(t.relid)), 0)::int8
+                          FROM pg_partition_tree('idempotency_keys'::regclass) t WHERE t.isleaf)
+                        + (SELECT COALESCE(sum(pg_relation_size(t.relid)), 0)::int8
+                             FROM pg_partition_tree('idempotency_keys_pkey'::regclass) t
+                            WHERE t.isleaf),
+                        0::int8,
+                        pg_total_relation_size('labels'::regclass)"
+            }
+        };
+        let row = self.retrying(|c| c.client.query_one(sql, &[]))?;
         let get = |i: usize| -> Result<u64, StoreError> {
             row.try_get::<_, i64>(i)
                 .map(|n| n.max(0) as u64)

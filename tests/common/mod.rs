@@ -7,7 +7,7 @@ use idemcalc::carrier::{Carrier, CarrierConfig, Latency};
 use idemcalc::clock::VirtualClock;
 use idemcalc::engine::{Engine, EngineConfig, Request};
 use idemcalc::store::{
-    PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, Synchronous,
+    PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, Sweeper, Synchronous,
 };
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -30,6 +30,11 @@ pub const REDIS_URL_VAR: &str = "IDEMCALC_REDIS_URL";
 /// Connections per test: the concurrency tests race up to 16 engines, each on its own connection.
 const PG_TEST_POOL: u32 = 20;
 
+/// The partitioned backend's period: an hour, so a day's retention spans 25 partitions.
+pub const PARTITIONS: Sweeper = Sweeper::Partitions {
+    period_ms: 3_600_000,
+};
+
 /// Where a test's store lives. Each backend value is private to one test.
 pub enum Backend {
     Sqlite {
@@ -42,6 +47,7 @@ pub enum Backend {
         url: String,
         schema: String,
         pool: PgPool,
+        sweeper: Sweeper,
     },
     /// Key records under a fresh prefix `t_<random>` on the Redis server at `url`, deleted when
     /// the backend is dropped; labels in a SQLite file in `dir`.
@@ -64,6 +70,16 @@ impl Backend {
     /// (`CI` set) without the variable, and anywhere when the variable names a server that cannot
     /// be used: asked for PostgreSQL, a run must not pass without it.
     pub fn postgres() -> Option<Self> {
+        Self::postgres_with(Sweeper::Delete)
+    }
+
+    /// As [`Backend::postgres`], with the key table partitioned by `expires_at` in periods of
+    /// an hour (`--sweeper partitions`).
+    pub fn postgres_partitions() -> Option<Self> {
+        Self::postgres_with(PARTITIONS)
+    }
+
+    fn postgres_with(sweeper: Sweeper) -> Option<Self> {
         let url = match std::env::var(PG_URL_VAR) {
             Ok(url) if !url.trim().is_empty() => url,
             _ => {
@@ -78,7 +94,7 @@ impl Backend {
             }
         };
         let schema = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
-        Some(Self::postgres_at(&url, &schema))
+        Some(Self::postgres_at(&url, &schema, sweeper))
     }
 
     /// A store under a new prefix on the server named by `IDEMCALC_REDIS_URL`, or `None` (said
@@ -119,13 +135,14 @@ impl Backend {
         }
     }
 
-    fn postgres_at(url: &str, schema: &str) -> Self {
+    fn postgres_at(url: &str, schema: &str, sweeper: Sweeper) -> Self {
         install_amcheck(url);
         let options = PgOptions {
             schema: schema.to_string(),
             pool_size: PG_TEST_POOL,
             // Visibility and locking do not depend on it, and it keeps the suite fast.
             synchronous: Synchronous::Off,
+            sweeper,
             ..PgOptions::default()
         };
         let pool = PgPool::connect(url, &options).unwrap_or_else(|e| {
@@ -139,6 +156,7 @@ impl Backend {
             url: url.to_string(),
             schema: schema.to_string(),
             pool,
+            sweeper,
         }
     }
 
@@ -146,9 +164,10 @@ impl Backend {
     pub fn fresh(&self) -> Self {
         match self {
             Backend::Sqlite { .. } => Backend::sqlite(),
-            Backend::Postgres { url, .. } => Self::postgres_at(
+            Backend::Postgres { url, sweeper, .. } => Self::postgres_at(
                 url,
                 &format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]),
+                *sweeper,
             ),
             Backend::Redis { url, .. } => Self::redis_at(url),
         }
