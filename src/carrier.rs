@@ -58,6 +58,15 @@ impl Service {
         }
     }
 
+    /// The word clients send, as `parse` reads it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Ground => "ground",
+            Service::Express => "express",
+            Service::Overnight => "overnight",
+        }
+    }
+
     pub fn prefix(self) -> &'static str {
         match self {
             Service::Ground => "GRD",
