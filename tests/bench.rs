@@ -579,6 +579,41 @@ fn bench_on_postgres_runs_the_mix_with_a_pool_and_checks_the_invariants() {
     }
 }
 
+/// `bench --sweeper partitions`: the same mix on a key table partitioned by expiry, claims by
+/// advisory lock on both sides and in pgbench's scripts, every check holding.
+#[test]
+fn bench_on_a_partitioned_key_table_runs_the_mix_and_pgbench() {
+    let Some(url) = pg_url() else { return };
+    let config = BenchConfig {
+        store: Some(url.clone()),
+        pool_size: 3,
+        sweeper: idemcalc::store::Sweeper::Partitions {
+            period_ms: 6 * 3_600_000,
+        },
+        ..small(None, None)
+    };
+    let report = bench::run(&config).unwrap();
+    assert!(report.ok, "{}", bench::render_table(&report));
+    assert_eq!(report.config.partition_period_ms, Some(6 * 3_600_000));
+    for side in [&report.engine, &report.baseline] {
+        assert_eq!(side.unexpected_answers, 0, "{:?}", side.first_problem);
+        assert!(side.invariants.ok);
+    }
+    let pg = report
+        .pgbench
+        .as_ref()
+        .unwrap_or_else(|| panic!("no pgbench figure: {:?}", report.pgbench_note));
+    assert_eq!(pg.failed, 0);
+    // Partitions are PostgreSQL's.
+    let e = bench::run(&BenchConfig {
+        store: None,
+        ..config
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("--sweeper partitions"), "{e}");
+}
+
 #[test]
 fn bench_on_a_named_postgres_schema_keeps_it_and_refuses_to_refill_it() {
     let Some(url) = pg_url() else { return };

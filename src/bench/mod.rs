@@ -29,7 +29,7 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::group::{GroupCommitStore, GroupPolicy};
 use crate::store::{
-    RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Synchronous,
+    RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Sweeper, Synchronous,
 };
 use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
@@ -83,6 +83,8 @@ pub struct BenchConfig {
     pub interrupted: Arc<AtomicBool>,
     /// On PostgreSQL, also run `pgbench` with the seed's statements.
     pub pgbench: bool,
+    /// On PostgreSQL, the key table's layout (`--sweeper`); no sweeper runs during a bench.
+    pub sweeper: Sweeper,
 }
 
 impl Default for BenchConfig {
@@ -103,6 +105,7 @@ impl Default for BenchConfig {
             interrupted: Arc::new(AtomicBool::new(false)),
             pool_size: 8,
             pgbench: true,
+            sweeper: Sweeper::Delete,
         }
     }
 }
@@ -169,6 +172,11 @@ impl BenchConfig {
                 crate::store::postgres::MAX_POOL_SIZE,
                 self.pool_size
             ));
+        }
+        if self.sweeper != Sweeper::Delete
+            && !matches!(self.spec()?, Some(StoreSpec::Postgres { .. }))
+        {
+            return bad("--sweeper partitions is PostgreSQL's: give --store postgres://…".into());
         }
         if self.is_pooled()? && self.group.is_some() {
             return bad(
@@ -514,6 +522,19 @@ fn run_postgres(
 
     let fill_started = Instant::now();
     let now = SystemClock.now_ms();
+    // Every record a run writes expires within a day and the run's length of now: the
+    // partitions for that span exist before the fill, so neither side creates one mid-run.
+    let until = now + fill::RETENTION_MS + crate::duration::ms(config.duration) * 2 + 60_000;
+    for pool in [
+        Some(&engine_pool),
+        Some(&baseline_pool),
+        pgbench_pool.as_ref(),
+    ]
+    .into_iter()
+    .flatten()
+    {
+        pool.create_partitions(now, until)?;
+    }
     pg::fill(&mut engine_pool.get()?, &layout, now)?;
     pg::fill(&mut baseline_pool.get()?, &layout, now)?;
     if let Some(p) = &pgbench_pool {

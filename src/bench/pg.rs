@@ -25,6 +25,9 @@ use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
 
+/// A claim's per-key advisory lock on a partitioned key table, as the store takes it.
+const CLAIM_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))";
+
 /// The engine's default lease, so baseline claims look like the engine's.
 const LEASE_MS: Millis = 30_000;
 /// Rows per `INSERT … SELECT FROM unnest(…)` of the fill: a few MB of parameters per statement.
@@ -142,6 +145,7 @@ pub fn pool(
             schema: schema.to_string(),
             pool_size,
             synchronous: config.synchronous,
+            sweeper: config.sweeper,
             ..PgOptions::default()
         },
     )
@@ -281,6 +285,8 @@ pub struct PgBaseline {
 }
 
 struct BaselineStatements {
+    /// With partitions: the claim's per-key advisory lock, as the store takes it.
+    claim_lock: Option<Statement>,
     insert_key: Statement,
     lock_key: Statement,
     take_over: Statement,
@@ -290,15 +296,28 @@ struct BaselineStatements {
 
 impl PgBaseline {
     pub fn new(mut store: PostgresStore) -> Result<Self, StoreError> {
+        let partitioned = store.partitioned();
         let client = store.client()?;
         let prepared = (|| -> Result<BaselineStatements, postgres::Error> {
             Ok(BaselineStatements {
-                insert_key: client.prepare(
+                claim_lock: if partitioned {
+                    Some(client.prepare(CLAIM_LOCK)?)
+                } else {
+                    None
+                },
+                insert_key: client.prepare(if partitioned {
+                    "INSERT INTO idempotency_keys
+                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+                     SELECT $1::text, $2::text, $3::bytea, 'started', $4::timestamptz, $5::uuid,
+                            $6::timestamptz, $7::timestamptz
+                      WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys
+                                         WHERE caller_id = $1 AND idem_key = $2)"
+                } else {
                     "INSERT INTO idempotency_keys
                        (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
                      VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
-                     ON CONFLICT (caller_id, idem_key) DO NOTHING",
-                )?,
+                     ON CONFLICT (caller_id, idem_key) DO NOTHING"
+                })?,
                 lock_key: client.prepare(
                     "SELECT request_hash, state::text, locked_until, lease_token, response_status,
                             response_body, created_at, expires_at
@@ -343,6 +362,9 @@ fn create(
     let now = SystemClock.now_ms();
     let token = Uuid::new_v4();
     let mut tx = client.transaction()?;
+    if let Some(lock) = &st.claim_lock {
+        tx.execute(lock, &[&CALLER, &key])?;
+    }
     let inserted = tx.execute(
         &st.insert_key,
         &[
@@ -448,26 +470,22 @@ pub struct PgbenchReport {
 /// (txn 1 finds a held key and rolls back).
 fn scripts(config: &BenchConfig, layout: &Layout) -> Vec<(&'static str, u32, String)> {
     let w = |k: Kind| config.mix.weights.get(k);
+    let insert = claim_sql(config.sweeper != crate::store::Sweeper::Delete);
     let claim = |id_range: String| {
         format!(
             "\\set id {id_range}
 BEGIN;
-INSERT INTO idempotency_keys (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-  VALUES ('{CALLER}', concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '\\x{zeros}'::bytea, 'started', now() + interval '30 s', gen_random_uuid(), now(), now() + interval '24 h')
-  ON CONFLICT (caller_id, idem_key) DO NOTHING;
+{insert};
 SELECT request_hash, state, locked_until, lease_token, response_status, response_body, created_at, expires_at
   FROM idempotency_keys WHERE caller_id = '{CALLER}' AND idem_key = concat_ws(chr(58), 'label', :id::int8, 1, 'v1') FOR UPDATE;
 ROLLBACK;
-",
-            zeros = "00".repeat(32)
+"
         )
     };
     let first = format!(
         "\\set id random(2000000000, 9000000000000)
 BEGIN;
-INSERT INTO idempotency_keys (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-  VALUES ('{CALLER}', concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '\\x{zeros}'::bytea, 'started', now() + interval '30 s', gen_random_uuid(), now(), now() + interval '24 h')
-  ON CONFLICT (caller_id, idem_key) DO NOTHING
+{insert}
   RETURNING lease_token AS token \\gset
 COMMIT;
 BEGIN;
@@ -481,8 +499,7 @@ INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, c
   VALUES ('P-' || :id::int8, :id::int8, 1, 1, 'GRD' || :id::int8, {COST_CENTS}, concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '{CALLER}')
   ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING;
 COMMIT;
-",
-        zeros = "00".repeat(32)
+"
     );
     let completed = layout.completed_ids();
     let held = layout.held_ids();
@@ -507,6 +524,31 @@ COMMIT;
     }
     out.retain(|(_, weight, _)| *weight > 0);
     out
+}
+
+/// The claim as pgbench runs it: `ON CONFLICT` on the seed's table; on a partitioned one the
+/// store's per-key advisory lock, then an insert only if no record exists.
+fn claim_sql(partitioned: bool) -> String {
+    let key = "concat_ws(chr(58), 'label', :id::int8, 1, 'v1')";
+    let columns = "caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at";
+    let values = format!(
+        "'{CALLER}', {key}, '\\x{zeros}'::bytea, 'started', now() + interval '30 s', gen_random_uuid(), now(), now() + interval '24 h'",
+        zeros = "00".repeat(32)
+    );
+    if partitioned {
+        format!(
+            "SELECT pg_advisory_xact_lock(hashtextextended('{CALLER}' || chr(31) || {key}, 0));
+INSERT INTO idempotency_keys ({columns})
+  SELECT {values}
+   WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys WHERE caller_id = '{CALLER}' AND idem_key = {key})"
+        )
+    } else {
+        format!(
+            "INSERT INTO idempotency_keys ({columns})
+  VALUES ({values})
+  ON CONFLICT (caller_id, idem_key) DO NOTHING"
+        )
+    }
 }
 
 /// Runs `pgbench` for the run's duration against `schema` with the run's pool size as clients.

@@ -142,6 +142,9 @@ pub struct ConfigView {
     pub store_kind: String,
     /// PostgreSQL or Redis connections per side, one writer each; `null` on SQLite (one writer).
     pub pool_size: Option<u32>,
+    /// PostgreSQL: the key table's partition range in ms with `--sweeper partitions`; `null`
+    /// for the seed's table.
+    pub partition_period_ms: Option<i64>,
 }
 
 /// The result of a run. The headline figures come first.
@@ -341,6 +344,10 @@ impl Report {
                 stores_kept: p.kept,
                 store_kind: kind.to_string(),
                 pool_size,
+                partition_period_ms: match c.sweeper {
+                    crate::store::Sweeper::Partitions { period_ms } => Some(period_ms),
+                    crate::store::Sweeper::Delete => None,
+                },
             },
             engine,
             baseline,
@@ -428,7 +435,14 @@ pub fn render_table(r: &Report) -> String {
         (_, Some(pool)) => {
             let _ = writeln!(
                 out,
-                "idemcalc bench: PostgreSQL, synchronous_commit={}, pool of {pool} connections (one writer each), {commit}",
+                "idemcalc bench: PostgreSQL{}, synchronous_commit={}, pool of {pool} connections (one writer each), {commit}",
+                match c.partition_period_ms {
+                    Some(ms) => format!(
+                        " (key table partitioned by expiry, {} per partition)",
+                        crate::duration::format_secs(ms as f64 / 1000.0)
+                    ),
+                    None => String::new(),
+                },
                 if c.synchronous == Synchronous::Off {
                     "off"
                 } else {

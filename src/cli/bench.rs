@@ -1,8 +1,8 @@
 use super::{EXIT_BUDGET, Format};
 use crate::bench::checkpoint::Checkpoints;
 use crate::bench::{self, BenchConfig, mix::Mix};
-use crate::store::Synchronous;
 use crate::store::group::GroupPolicy;
+use crate::store::{Sweeper, Synchronous};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -22,6 +22,12 @@ pub enum CheckpointArg {
     Background,
     Inline,
     Deferred,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum SweeperArg {
+    Delete,
+    Partitions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -102,6 +108,15 @@ pub struct BenchArgs {
     /// the run is over (a diagnostic: the engine's latency without checkpoint fsyncs).
     #[arg(long, value_enum, default_value = "background")]
     pub checkpoint: CheckpointArg,
+    /// On PostgreSQL: the key table as `delete` leaves it (the seed's) or partitioned by
+    /// expiry (`partitions`): claims then take a per-key advisory lock, lookups probe every
+    /// partition. The bench runs no sweeper; it measures what the layout costs the requests.
+    #[arg(long, value_enum, default_value = "delete")]
+    pub sweeper: SweeperArg,
+    /// With --sweeper partitions: the range of one partition (default a quarter of the
+    /// bench's 24 h retention).
+    #[arg(long, default_value = "6h", value_parser = crate::duration::clap_parse)]
+    pub partition_period: Duration,
     /// Completed keys (with their labels) in each store before the run.
     #[arg(long, default_value_t = BenchConfig::default().prefill_keys)]
     pub prefill: u64,
@@ -134,6 +149,12 @@ impl BenchArgs {
             },
             prefill_keys: self.prefill,
             pool_size: self.pool,
+            sweeper: match self.sweeper {
+                SweeperArg::Delete => Sweeper::Delete,
+                SweeperArg::Partitions => Sweeper::Partitions {
+                    period_ms: crate::duration::ms(self.partition_period),
+                },
+            },
             ..BenchConfig::default()
         }
     }

@@ -565,6 +565,25 @@ impl PgPool {
         })
     }
 
+    /// With partitions: creates every partition a record expiring between `from_ms` and
+    /// `until_ms` needs, ahead of the writes (the bench's fill); nothing with `Sweeper::Delete`.
+    pub fn create_partitions(&self, from_ms: Millis, until_ms: Millis) -> Result<(), StoreError> {
+        let Sweeper::Partitions { period_ms } = self.inner.options.sweeper else {
+            return Ok(());
+        };
+        let mut at = from_ms;
+        while at <= until_ms {
+            self.inner.ensure_partitions(period_ms, at)?;
+            at += period_ms;
+        }
+        Ok(())
+    }
+
+    /// Whether the key table is partitioned (`--sweeper partitions`): no unique index spans it.
+    pub fn partitioned(&self) -> bool {
+        matches!(self.inner.options.sweeper, Sweeper::Partitions { .. })
+    }
+
     /// The redacted URL and schema.
     pub fn describe(&self) -> String {
         self.inner.location.clone()
@@ -1119,6 +1138,11 @@ impl PostgresStore {
                 .remove(&start);
         }
         Ok(purged)
+    }
+
+    /// Whether the key table is partitioned (`--sweeper partitions`).
+    pub fn partitioned(&self) -> bool {
+        self.pool.partitioned()
     }
 
     /// The server process id of this store's connection, e.g. for `pg_terminate_backend`.
