@@ -173,9 +173,7 @@ impl BenchConfig {
                 self.pool_size
             ));
         }
-        if self.sweeper != Sweeper::Delete
-            && !matches!(self.spec()?, Some(StoreSpec::Postgres { .. }))
-        {
+        if self.sweeper.partitioned() && !matches!(self.spec()?, Some(StoreSpec::Postgres { .. })) {
             return bad("--sweeper partitions is PostgreSQL's: give --store postgres://…".into());
         }
         if self.is_pooled()? && self.group.is_some() {

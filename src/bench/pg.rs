@@ -470,7 +470,7 @@ pub struct PgbenchReport {
 /// (txn 1 finds a held key and rolls back).
 fn scripts(config: &BenchConfig, layout: &Layout) -> Vec<(&'static str, u32, String)> {
     let w = |k: Kind| config.mix.weights.get(k);
-    let insert = claim_sql(config.sweeper != crate::store::Sweeper::Delete);
+    let insert = claim_sql(config.sweeper.partitioned());
     let claim = |id_range: String| {
         format!(
             "\\set id {id_range}

@@ -352,7 +352,8 @@ pub fn compare_stores(
         } else {
             settings.model.storage_usd_per_gb_month
         };
-        let per_byte = choice.store_bytes / rec.bytes_per_record.max(f64::MIN_POSITIVE);
+        // The decision's store and storage cost are linear in bytes per record and the price.
+        let per_byte = 1.0 / rec.bytes_per_record.max(f64::MIN_POSITIVE);
         let price_ratio = price
             / settings
                 .model
@@ -366,9 +367,13 @@ pub fn compare_stores(
             priced_as: if memory { "memory" } else { "disk" },
             usd_per_gb_month: price,
             retention: choice.retention.clone(),
-            store_bytes: per_byte * bytes.estimate,
-            store_bytes_ci95: [per_byte * bytes.ci95_low, per_byte * bytes.ci95_high],
-            storage_cost_per_day: choice.storage_cost_per_day / rec.bytes_per_record
+            store_bytes: choice.store_bytes * per_byte * bytes.estimate,
+            store_bytes_ci95: [
+                choice.store_bytes * per_byte * bytes.ci95_low,
+                choice.store_bytes * per_byte * bytes.ci95_high,
+            ],
+            storage_cost_per_day: choice.storage_cost_per_day
+                * per_byte
                 * bytes.estimate
                 * price_ratio,
             duplicate_labels_per_day: duplicates,

@@ -177,7 +177,7 @@ impl Stores {
 
     fn pool_with(&self, slot: Slot, sweeper: Sweeper) -> Result<StorePool, StoreError> {
         let suffix = slot.suffix();
-        if sweeper != Sweeper::Delete && !matches!(self.spec, StoreSpec::Postgres { .. }) {
+        if sweeper.partitioned() && !matches!(self.spec, StoreSpec::Postgres { .. }) {
             return Err(StoreError::Spec {
                 spec: self.name.clone(),
                 message: "--sweeper partitions needs a PostgreSQL store (--store postgres://…); SQLite and Redis sweep by delete".into(),

@@ -48,8 +48,8 @@ pub const MAX_POOL_SIZE: u32 = 256;
 /// silently by the server, which would make two schema names one.
 const MAX_SCHEMA_NAME_BYTES: usize = 63;
 
-/// Version 1 of the schema. `{s}` is the quoted schema name, `{keys}` the key table's columns
-/// and constraint and `{partitioning}` its partitioning clause (see [`schema_v1`]). Columns are
+/// Version 1 of the schema. `{s}` is the quoted schema name; `{key}` (the key table's primary
+/// key), `{partitioning}` and `{expires_index}` depend on the sweeper (see [`schema_v1`]). Columns are
 /// ordered for the heap tuple's alignment (8-byte timestamps first, then 4-byte, then
 /// byte-aligned and variable width): in the seed's order each `timestamptz` after a text column
 /// costs up to 7 bytes of padding. The state is the seed's enum: 4 bytes where `text`
@@ -125,9 +125,12 @@ pub enum Sweeper {
     Partitions { period_ms: Millis },
 }
 
-/// At most this many partitions a store keeps ahead and behind: a period so short that a
-/// retention needs more is a typo (and every lookup probes every partition's index).
-pub const MAX_PARTITIONS: i64 = 1_000;
+impl Sweeper {
+    /// Whether the key table is partitioned: no unique index then spans it.
+    pub fn partitioned(self) -> bool {
+        matches!(self, Sweeper::Partitions { .. })
+    }
+}
 
 /// How to reach the server and what to create there.
 #[derive(Debug, Clone, PartialEq)]
@@ -523,7 +526,7 @@ impl PgPool {
             )?);
         }
         inner.migrate(&mut client)?;
-        if let Sweeper::Partitions { .. } = options.sweeper {
+        if options.sweeper.partitioned() {
             inner.load_partitions(&mut client)?;
         }
         drop(inner.setup(client)?);
@@ -581,7 +584,7 @@ impl PgPool {
 
     /// Whether the key table is partitioned (`--sweeper partitions`): no unique index spans it.
     pub fn partitioned(&self) -> bool {
-        matches!(self.inner.options.sweeper, Sweeper::Partitions { .. })
+        self.inner.options.sweeper.partitioned()
     }
 
     /// The redacted URL and schema.
@@ -661,8 +664,7 @@ impl PoolInner {
                 quote_ident(&self.options.schema)
             ))
             .map_err(|e| self.pg_err(e))?;
-        let partitioned = matches!(self.options.sweeper, Sweeper::Partitions { .. });
-        let st = Statements::prepare(&mut client, partitioned).map_err(|e| {
+        let st = Statements::prepare(&mut client, self.options.sweeper.partitioned()).map_err(|e| {
             let text = pg_message(&e);
             self.open_err(format!(
                 "the schema's tables do not have the expected shape ({text}); was schema `{}` created by another program? Name another with ?schema=NAME",
@@ -755,7 +757,7 @@ impl PoolInner {
             )
             .and_then(|r| r.try_get(0))
             .map_err(|e| self.pg_err(e))?;
-        let wanted = matches!(self.options.sweeper, Sweeper::Partitions { .. });
+        let wanted = self.options.sweeper.partitioned();
         if let (true, Sweeper::Partitions { period_ms }) = (partitioned, self.options.sweeper) {
             // Partitions of two lengths would overlap: a schema keeps the period it began with.
             tx.batch_execute(&format!(
@@ -816,8 +818,8 @@ impl PoolInner {
     }
 
     /// The partition holding `expires_at_ms` and the next one, created if missing, on a
-    /// connection of their own: the caller's transaction must not hold a lock on the key table
-    /// while `CREATE TABLE … PARTITION OF` waits for its exclusive lock. Once per period per pool.
+    /// connection of their own, so the caller's transaction holds no lock of the DDL's and the
+    /// DDL none of the caller's. Once per period per pool.
     fn ensure_partitions(
         &self,
         period_ms: Millis,
