@@ -357,7 +357,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             ));
             if c.relies_on_carrier_window {
                 out.push(format!(
-                    "It is shorter than the carrier's {} window: the {} late retries after our purge are caught by the carrier's derived key, not by ours. If the carrier forgets sooner, they become duplicates (idemcalc estimate --without-carrier-window decides on our keys alone).",
+                    "It is shorter than the carrier's {} window: the {} late retries after our purge are caught by the carrier's derived key, not by ours. If the carrier forgets sooner, they become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
                     human_duration(params.carrier_window_s),
                     per_day(c.late_after_purge_per_day),
                 ));

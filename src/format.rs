@@ -98,6 +98,20 @@ pub fn thousands(value: f64) -> String {
     out
 }
 
+/// Microseconds as people read latencies: `850 µs`, `1.25 ms`, `12.5 ms`, `250 ms`.
+pub fn latency(us: u64) -> String {
+    let ms = us as f64 / 1000.0;
+    if us < 1000 {
+        format!("{us} µs")
+    } else if ms < 10.0 {
+        format!("{ms:.2} ms")
+    } else if ms < 100.0 {
+        format!("{ms:.1} ms")
+    } else {
+        format!("{ms:.0} ms")
+    }
+}
+
 /// `400.0` → `"400/s"`, `2000.0` → `"2,000/s"`: a request rate as the seed writes it.
 pub fn rate_per_s(rate_per_s: f64) -> String {
     if rate_per_s >= 999.5 {
@@ -231,6 +245,14 @@ pub fn text_table(header: &[&str], rows: &[Vec<String>], align: &[Align], indent
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn latencies_read_in_their_unit() {
+        assert_eq!(latency(850), "850 µs");
+        assert_eq!(latency(1250), "1.25 ms");
+        assert_eq!(latency(12_500), "12.5 ms");
+        assert_eq!(latency(250_000), "250 ms");
+    }
 
     #[test]
     fn bytes_like_the_seed() {

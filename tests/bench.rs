@@ -514,7 +514,7 @@ fn a_kept_store_holds_what_the_run_wrote() {
     c.store = Some(path.display().to_string());
     let report = bench::run(&c).unwrap();
     assert!(report.ok);
-    assert!(dir.path().join("run.baseline.sqlite").exists());
+    assert!(dir.path().join("run_baseline.sqlite").exists());
     let mut reader = other(&path);
     assert_eq!(
         reader.count_labels().unwrap(),
@@ -780,7 +780,7 @@ fn bench_sigint_prints_how_far_it_got_and_checkpoints_the_wal() {
     assert!(stdout.contains("interrupted: measured"), "{stdout}");
     assert!(stdout.contains("WAL checkpointed"), "{stdout}");
     assert!(stdout.contains("result: ok"), "{stdout}");
-    for p in [&path, &dir.path().join("run.baseline.sqlite")] {
+    for p in [&path, &dir.path().join("run_baseline.sqlite")] {
         let wal = p.with_extension("sqlite-wal");
         assert!(
             std::fs::metadata(&wal).map_or(true, |m| m.len() == 0),

@@ -499,15 +499,7 @@ fn errors_name_real_flags() {
 fn modules_do_not_import_what_they_must_not_know() {
     let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let rules: &[(&str, &[&str])] = &[
-        (
-            "report",
-            &[
-                "crate::store",
-                "crate::run::stores",
-                "rusqlite",
-                "postgres::",
-            ],
-        ),
+        ("report", &["crate::store", "rusqlite", "postgres::"]),
         (
             "sim",
             &[
@@ -523,6 +515,16 @@ fn modules_do_not_import_what_they_must_not_know() {
         ),
         ("model.rs", &["std::fs", "crate::store", "crate::sim"]),
         ("settings", &["crate::report", "crate::run", "crate::store"]),
+        (
+            "bench",
+            &[
+                "crate::run",
+                "crate::settings",
+                "crate::model",
+                "crate::report",
+                "crate::cli",
+            ],
+        ),
     ];
     for (module, banned) in rules {
         let path = src.join(module);
@@ -545,9 +547,51 @@ fn modules_do_not_import_what_they_must_not_know() {
     }
 }
 
-/// `simulate`, `scenario` and `report` take `--store postgres://…` the same way, through the
-/// same store lifecycle: scratch schemas without `?schema=`, a named schema kept and never
-/// replayed into. Needs IDEMCALC_PG_URL (the conformance suite's server).
+/// Issue 10: `--without-carrier-window` was a flag of `estimate` alone; it is one knob, the same
+/// on `estimate`, on `simulate` and in a scenario file's `[budgets]`.
+#[test]
+fn deciding_on_our_keys_alone_is_one_knob_in_flags_and_files() {
+    let flags = Flags::<SIMULATE>::from_pairs(&[("without_carrier_window", "true")])
+        .settings()
+        .unwrap();
+    assert!(flags.budgets.without_carrier_window);
+    let file =
+        parse("name = \"x\"\n[traffic]\n[budgets]\nwithout_carrier_window = true\n").unwrap();
+    assert_eq!(file.settings, flags);
+    let e = parse("name = \"x\"\n[traffic]\n[budgets]\nwithout_carrier_window = 1\n").unwrap_err();
+    assert_eq!(e.field(), Some("budgets.without_carrier_window"), "{e}");
+    assert!(e.to_string().contains("true or false"), "{e}");
+
+    let via_flag = dry_run(&["--without-carrier-window"]);
+    assert_eq!(via_flag["budgets"]["without_carrier_window"], true);
+    assert!(
+        dry_run(&[])["budgets"]
+            .get("without_carrier_window")
+            .is_none()
+    );
+
+    let decision = |args: &[&str]| {
+        let mut all = vec!["estimate", "--format", "json"];
+        all.extend_from_slice(args);
+        let (code, out, err) = idemcalc(&all);
+        assert_eq!(code, Some(0), "{err}");
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["decision"].clone()
+    };
+    let target = ["--max-duplicates-per-day", "300"];
+    let counted = decision(&target);
+    assert_eq!(counted["count_carrier_window"], true);
+    let alone = decision(&[&target[..], &["--without-carrier-window"]].concat());
+    assert_eq!(alone["count_carrier_window"], false);
+    // Our keys alone need a longer retention for the same duplicates target.
+    let retention = |d: &serde_json::Value| d["recommended"]["retention_s"].as_f64().unwrap();
+    assert!(retention(&alone) > retention(&counted), "{alone}");
+}
+
+/// `simulate`, `scenario`, `report` and `bench` take `--store postgres://…` the same way,
+/// through the same store lifecycle (`store::Stores`): scratch schemas without `?schema=`, a
+/// named schema kept and never replayed into. Needs IDEMCALC_PG_URL (the conformance suite's
+/// server).
 #[test]
 fn every_run_takes_a_postgres_store_the_same_way() {
     let Ok(url) = std::env::var("IDEMCALC_PG_URL") else {
@@ -593,6 +637,42 @@ fn every_run_takes_a_postgres_store_the_same_way() {
         &url,
     ]);
     assert_eq!(code, Some(0), "{err}");
+    // The bench takes its stores from the same place: scratch schemas, dropped afterwards.
+    let (code, out, err) = idemcalc(&[
+        "bench",
+        "--store",
+        &url,
+        "--duration",
+        "200ms",
+        "--prefill",
+        "200",
+        "--workers",
+        "2",
+        "--pool",
+        "2",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+    let bench: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let engine_store = bench["engine"]["store"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(engine_store.contains("idemcalc_bench_"), "{out}");
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let left: i64 = admin
+        .query_one(
+            "SELECT count(*) FROM pg_namespace
+              WHERE nspname LIKE 'idemcalc_bench_%' AND $1 LIKE '%(schema ' || nspname || ')%'",
+            &[&engine_store],
+        )
+        .unwrap()
+        .get(0);
+    assert_eq!(
+        left, 0,
+        "the bench's scratch schemas are dropped: {engine_store}"
+    );
 
     let schema = format!("idemcalc_settings_test_{}", std::process::id());
     let named = format!("{url}?schema={schema}");

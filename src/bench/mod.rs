@@ -29,13 +29,14 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig};
 use crate::store::group::{GroupCommitStore, GroupPolicy};
 use crate::store::{
-    RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StoreSpec, Sweeper, Synchronous,
+    PgPool, RedisStore, Slot, SqliteOptions, SqliteStore, Store, StoreError, StoreOptions,
+    StorePool, StoreSpec, Stores, Sweeper, Synchronous,
 };
 use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
 use serve::{Commits, Counters, Plan, Service, Tally};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -224,57 +225,6 @@ impl BenchConfig {
     }
 }
 
-/// The two store files of a run, and the temp dir that holds them when none was given.
-struct Paths {
-    engine: PathBuf,
-    baseline: PathBuf,
-    _tmp: Option<tempfile::TempDir>,
-}
-
-fn paths(store: Option<&Path>) -> Result<Paths, BenchError> {
-    let (engine, baseline, tmp) = match store {
-        Some(p) => {
-            let stem = p.file_stem().unwrap_or_default().to_string_lossy();
-            let ext = p
-                .extension()
-                .map(|e| format!(".{}", e.to_string_lossy()))
-                .unwrap_or_default();
-            (
-                p.to_path_buf(),
-                p.with_file_name(format!("{stem}.baseline{ext}")),
-                None,
-            )
-        }
-        None => {
-            let tmp = tempfile::tempdir().map_err(|source| BenchError::Io {
-                path: std::env::temp_dir().display().to_string(),
-                source,
-            })?;
-            let dir = tmp.path().to_path_buf();
-            (
-                dir.join("engine.sqlite"),
-                dir.join("baseline.sqlite"),
-                Some(tmp),
-            )
-        }
-    };
-    for p in [&engine, &baseline] {
-        if p.exists() {
-            // A store another run is writing says so, rather than only that it exists.
-            crate::store::exclusive::hold_sqlite(p)?;
-            return Err(BenchError::Invalid(format!(
-                "--store: {} exists; the bench fills a new store every run, so remove it or name another file",
-                p.display()
-            )));
-        }
-    }
-    Ok(Paths {
-        engine,
-        baseline,
-        _tmp: tmp,
-    })
-}
-
 /// One side of the run: what serves (one service per writer), how it commits, what it sent.
 struct Side {
     services: Vec<Box<dyn Service>>,
@@ -367,27 +317,64 @@ fn carrier(config: &BenchConfig) -> Arc<Carrier> {
 
 /// Runs the bench. Errors are for runs that could not be made (bad input, a store that cannot be
 /// opened); a run whose answers or invariants are wrong returns a report with `ok == false`.
+///
+/// The stores come from [`Stores`], as every run's do: the engine's store is the one `--store`
+/// names, the baseline's (and on PostgreSQL `pgbench`'s) sit beside it as `NAME_baseline` and
+/// `NAME_pgbench`, all new, and scratch ones are dropped at the end however the run ends.
 pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
     config.validate()?;
-    match config.spec()? {
-        None => run_sqlite(config, None),
-        Some(StoreSpec::Sqlite(path)) => run_sqlite(config, Some(&path)),
-        Some(StoreSpec::Postgres { url, schema }) => run_postgres(config, &url, schema.as_deref()),
-        Some(StoreSpec::Redis { url, prefix }) => run_redis(config, &url, prefix.as_deref()),
-    }
+    let stores = Stores::new(
+        config.store.as_deref(),
+        None,
+        StoreOptions {
+            purpose: "bench",
+            synchronous: config.synchronous,
+            pool_size: config.pool_size,
+        },
+    )
+    .map_err(|e| match e {
+        StoreError::Spec { .. } => BenchError::Invalid(format!("--store: {e}")),
+        e => BenchError::Store(e),
+    })?;
+    let report = match stores.spec() {
+        StoreSpec::Sqlite(_) => run_sqlite(config, &stores),
+        StoreSpec::Postgres { url, .. } => run_postgres(config, &stores, url),
+        StoreSpec::Redis { .. } => run_redis(config, &stores),
+    }?;
+    // Every connection is back: the sides were dropped with the run.
+    stores.finish()?;
+    Ok(report)
 }
 
-fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, BenchError> {
+/// The engine's and the baseline's stores, plus `extra` more parts, all new.
+fn create(
+    stores: &Stores,
+    config: &BenchConfig,
+    extra: &[&'static str],
+) -> Result<Vec<StorePool>, BenchError> {
+    let mut slots = vec![Slot::default(), Slot::part("baseline")];
+    slots.extend(extra.iter().map(|&p| Slot::part(p)));
+    Ok(stores.create(&slots, config.sweeper)?)
+}
+
+fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError> {
     let load_before = report::load_average();
-    let paths = paths(store)?;
+    let pools = create(stores, config, &[])?;
+    let [engine_path, baseline_path] = [0, 1].map(|i| {
+        pools[i]
+            .sqlite_path()
+            .expect("an SQLite spec gives SQLite stores")
+            .to_path_buf()
+    });
     let layout = config.layout();
 
     let fill_started = Instant::now();
-    let mut filler = Filler::open(&paths.engine)?;
+    let mut filler = Filler::open(&engine_path)?;
     filler.fill(&layout, SystemClock.now_ms())?;
     filler.close()?;
-    std::fs::copy(&paths.engine, &paths.baseline).map_err(|source| BenchError::Io {
-        path: paths.baseline.display().to_string(),
+    // The baseline's store is a copy of the engine's: the same pages, in the same order.
+    std::fs::copy(&engine_path, &baseline_path).map_err(|source| BenchError::Io {
+        path: baseline_path.display().to_string(),
         source,
     })?;
     let fill_s = fill_started.elapsed().as_secs_f64();
@@ -397,11 +384,11 @@ fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, Benc
         ..SqliteOptions::default()
     };
     let (engine_store, engine_commits): (Box<dyn Store>, Commits) =
-        match open(&paths.engine, &options, config)? {
+        match open(&engine_path, &options, config)? {
             SqliteWriter::PerTransaction(s) => (Box::new(s), Commits::PerTransaction),
             SqliteWriter::Group(g) => (Box::new(g.clone()), Commits::Group(g)),
         };
-    let (baseline_store, baseline_commits) = match open(&paths.baseline, &options, config)? {
+    let (baseline_store, baseline_commits) = match open(&baseline_path, &options, config)? {
         SqliteWriter::PerTransaction(s) => {
             (SqliteWriter::PerTransaction(s), Commits::PerTransaction)
         }
@@ -410,8 +397,8 @@ fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, Benc
     let checkpointers = match config.checkpoints {
         Checkpoints::Inline | Checkpoints::Deferred => None,
         Checkpoints::Background => Some((
-            Checkpointer::start(&paths.engine, config.synchronous, CHECKPOINT_INTERVAL)?,
-            Checkpointer::start(&paths.baseline, config.synchronous, CHECKPOINT_INTERVAL)?,
+            Checkpointer::start(&engine_path, config.synchronous, CHECKPOINT_INTERVAL)?,
+            Checkpointer::start(&baseline_path, config.synchronous, CHECKPOINT_INTERVAL)?,
         )),
     };
     let engine = Engine::new(
@@ -438,7 +425,7 @@ fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, Benc
     // Whatever happened, the WAL goes back into the database file before the report: an
     // interrupted or deferred run leaves no log behind to replay.
     let mut wal_ok = true;
-    for path in [&paths.engine, &paths.baseline] {
+    for path in [&engine_path, &baseline_path] {
         wal_ok &= truncate_wal(path, &options).is_ok();
     }
     let engine_check = engine_side.check(&layout)?;
@@ -447,9 +434,9 @@ fn run_sqlite(config: &BenchConfig, store: Option<&Path>) -> Result<Report, Benc
     Ok(Report::build(report::Parts {
         config,
         layout: &layout,
-        engine_store: format!("sqlite:{}", paths.engine.display()),
-        baseline_store: format!("sqlite:{}", paths.baseline.display()),
-        kept: store.is_some(),
+        engine_store: pools[0].describe(),
+        baseline_store: pools[1].describe(),
+        kept: stores.kept(),
         slices,
         slices_run,
         fill_s,
@@ -490,47 +477,26 @@ fn truncate_wal(path: &Path, options: &SqliteOptions) -> Result<(), StoreError> 
         })
 }
 
-fn run_postgres(
-    config: &BenchConfig,
-    url: &str,
-    schema: Option<&str>,
-) -> Result<Report, BenchError> {
+fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Report, BenchError> {
     let load_before = report::load_average();
-    let schemas = pg::Schemas::new(schema)?;
-    let _held = pg::refuse_existing(url, &schemas)?;
+    let extra: &[&str] = if config.pgbench { &["pgbench"] } else { &[] };
+    let pools = create(stores, config, extra)?;
+    let pools: Vec<&PgPool> = pools
+        .iter()
+        .map(|p| {
+            p.postgres()
+                .expect("a PostgreSQL spec gives PostgreSQL stores")
+        })
+        .collect();
+    let (engine_pool, baseline_pool, pgbench_pool) = (pools[0], pools[1], pools.get(2).copied());
     let layout = config.layout();
-    let engine_pool = pg::pool(url, &schemas.engine, config.pool_size, config)?;
-    let mut guard = pg::ScratchGuard { pools: Vec::new() };
-    if !schemas.kept {
-        guard.pools.push(engine_pool.clone());
-    }
-    let baseline_pool = pg::pool(url, &schemas.baseline, config.pool_size, config)?;
-    if !schemas.kept {
-        guard.pools.push(baseline_pool.clone());
-    }
-    let pgbench_pool = if config.pgbench {
-        let p = pg::pool(url, &schemas.pgbench, 1, config)?;
-        if !schemas.kept {
-            guard.pools.push(p.clone());
-        }
-        Some(p)
-    } else {
-        None
-    };
 
     let fill_started = Instant::now();
     let now = SystemClock.now_ms();
     // Every record a run writes expires within a day and the run's length of now: the
     // partitions for that span exist before the fill, so neither side creates one mid-run.
     let until = now + fill::RETENTION_MS + crate::duration::ms(config.duration) * 2 + 60_000;
-    for pool in [
-        Some(&engine_pool),
-        Some(&baseline_pool),
-        pgbench_pool.as_ref(),
-    ]
-    .into_iter()
-    .flatten()
-    {
+    for pool in &pools {
         pool.create_partitions(now, until)?;
     }
     pg::fill(&mut engine_pool.get()?, &layout, now)?;
@@ -548,16 +514,16 @@ fn run_postgres(
     )?;
     let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
-    let pgbench = match &pgbench_pool {
+    let pgbench = match pgbench_pool {
         Some(_) if config.interrupted.load(Ordering::Relaxed) => {
             Err("skipped: the run was interrupted".to_string())
         }
-        Some(_) => {
+        Some(pgbench_pool) => {
             let dir = tempfile::tempdir().map_err(|source| BenchError::Io {
                 path: std::env::temp_dir().display().to_string(),
                 source,
             })?;
-            pg::run_pgbench(url, &schemas.pgbench, config, &layout, dir.path())
+            pg::run_pgbench(url, pgbench_pool.schema(), config, &layout, dir.path())
         }
         None => Err("not asked for".to_string()),
     };
@@ -569,7 +535,7 @@ fn run_postgres(
         layout: &layout,
         engine_store: engine_pool.describe(),
         baseline_store: baseline_pool.describe(),
-        kept: schemas.kept,
+        kept: stores.kept(),
         slices,
         slices_run,
         fill_s,
@@ -582,77 +548,40 @@ fn run_postgres(
         }),
         wal_checkpointed: None,
     });
-    // Every connection goes back before the scratch schemas are dropped.
-    drop(engine_side);
-    drop(baseline_side);
-    drop(guard);
     Ok(report)
 }
 
-fn run_redis(config: &BenchConfig, url: &str, prefix: Option<&str>) -> Result<Report, BenchError> {
+fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError> {
     let load_before = report::load_average();
-    let prefixes = redis::Prefixes::new(prefix);
-    // Labels files live in a directory of their own, kept with the prefixes when those are named.
-    let tmp = tempfile::tempdir().map_err(|source| BenchError::Io {
-        path: std::env::temp_dir().display().to_string(),
-        source,
-    })?;
-    let dir = if prefixes.kept {
-        std::env::temp_dir()
-    } else {
-        tmp.path().to_path_buf()
-    };
-    redis::refuse_existing(url, &prefixes, &dir)?;
-    let guard = RedisScratch {
-        url: url.to_string(),
-        prefixes: if prefixes.kept {
-            Vec::new()
-        } else {
-            prefixes.all().map(str::to_string).to_vec()
-        },
+    let pools = create(stores, config, &[])?;
+    let open = |i: usize| -> Result<RedisStore, BenchError> {
+        Ok(pools[i].redis().expect("a Redis spec gives Redis stores")?)
     };
     let layout = config.layout();
-    let options = SqliteOptions {
-        synchronous: config.synchronous,
-        ..SqliteOptions::default()
-    };
-    let open = |prefix: &str| {
-        RedisStore::open_with(url, prefix, &redis::labels_path(&dir, prefix), &options)
-    };
 
     let fill_started = Instant::now();
     let now = SystemClock.now_ms();
-    for prefix in prefixes.all() {
-        redis::fill(&mut open(prefix)?, &layout, now)?;
+    for i in 0..pools.len() {
+        redis::fill(&mut open(i)?, &layout, now)?;
     }
     let fill_s = fill_started.elapsed().as_secs_f64();
 
     let (mut engine_side, mut baseline_side) = pooled_sides(
         config,
         &layout,
-        || Ok(Box::new(open(&prefixes.engine)?)),
-        || {
-            Ok(Box::new(redis::RedisBaseline::new(open(
-                &prefixes.baseline,
-            )?)))
-        },
+        || Ok(Box::new(open(0)?)),
+        || Ok(Box::new(redis::RedisBaseline::new(open(1)?))),
     )?;
     let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
     let engine_check = engine_side.check(&layout)?;
     let baseline_check = baseline_side.check(&layout)?;
     let machine = Machine::now(load_before);
-    let describe = |prefix: &str| {
-        format!(
-            "{url} (prefix {prefix}, labels in sqlite:{})",
-            redis::labels_path(&dir, prefix).display()
-        )
-    };
     let report = Report::build(report::Parts {
         config,
         layout: &layout,
-        engine_store: describe(&prefixes.engine),
-        baseline_store: describe(&prefixes.baseline),
-        kept: prefixes.kept,
+        engine_store: pools[0].describe(),
+        baseline_store: pools[1].describe(),
+        kept: stores.kept(),
         slices,
         slices_run,
         fill_s,
@@ -664,9 +593,6 @@ fn run_redis(config: &BenchConfig, url: &str, prefix: Option<&str>) -> Result<Re
         },
         wal_checkpointed: None,
     });
-    drop(engine_side);
-    drop(baseline_side);
-    drop(guard);
     Ok(report)
 }
 
@@ -694,22 +620,6 @@ fn pooled_sides(
         Side::new(engines, Commits::PerTransaction, layout, false),
         Side::new(baselines, Commits::PerTransaction, layout, true),
     ))
-}
-
-/// Unlinks a run's scratch Redis prefixes when the run ends, however it ends.
-struct RedisScratch {
-    url: String,
-    prefixes: Vec<String>,
-}
-
-impl Drop for RedisScratch {
-    fn drop(&mut self) {
-        for prefix in &self.prefixes {
-            if let Err(e) = crate::store::redis::drop_prefix(&self.url, prefix) {
-                eprintln!("warning: could not delete scratch Redis prefix {prefix}: {e}");
-            }
-        }
-    }
 }
 
 /// Opens one side's store as the run asks: commits on their own or grouped, checkpoints inline or

@@ -2,22 +2,21 @@
 //! pooled connection, the raw-SQL baseline written with the `postgres` client, and `pgbench`
 //! running the seed's statements as a custom script on a third, identically filled schema.
 //!
-//! Each run writes new schemas: `NAME`, `NAME_baseline` and `NAME_pgbench` when the URL names
-//! `?schema=NAME` (kept afterwards, refused if any exists), else scratch schemas dropped at the
-//! end, as SQLite's temporary directory is.
+//! Each run writes new schemas (`store::Stores` makes them): `NAME`, `NAME_baseline` and
+//! `NAME_pgbench` when the URL names `?schema=NAME` (kept afterwards, refused if any exists),
+//! else scratch schemas dropped at the end, as SQLite's temporary directory is.
 
+use super::BenchConfig;
 use super::fill::{
     CALLER, COST_CENTS, HELD_LEASE_MS, Layout, Prefill, RETENTION_MS, WEIGHT_G, body, key,
     label_body, tracking_no,
 };
 use super::mix::Kind;
 use super::serve::{Job, Service};
-use super::{BenchConfig, BenchError};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::engine::request::request_hash;
-use crate::store::postgres::{check_schema_name, redact_url};
-use crate::store::{PgOptions, PgPool, PostgresStore, Store, StoreError};
+use crate::store::{PostgresStore, Store, StoreError};
 use postgres::Statement;
 use serde::Serialize;
 use std::path::Path;
@@ -32,124 +31,6 @@ const CLAIM_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || ch
 const LEASE_MS: Millis = 30_000;
 /// Rows per `INSERT … SELECT FROM unnest(…)` of the fill: a few MB of parameters per statement.
 const FILL_CHUNK: i64 = 10_000;
-
-/// The three schemas of a run, and whether they are dropped at the end.
-pub struct Schemas {
-    pub engine: String,
-    pub baseline: String,
-    pub pgbench: String,
-    pub kept: bool,
-}
-
-impl Schemas {
-    /// `NAME`, `NAME_baseline`, `NAME_pgbench` for a named schema; scratch names otherwise.
-    pub fn new(named: Option<&str>) -> Result<Self, BenchError> {
-        let (base, kept) = match named {
-            Some(n) => (n.to_string(), true),
-            None => (
-                format!(
-                    "idemcalc_bench_{}",
-                    &Uuid::new_v4().simple().to_string()[..12]
-                ),
-                false,
-            ),
-        };
-        let s = Self {
-            engine: base.clone(),
-            baseline: format!("{base}_baseline"),
-            pgbench: format!("{base}_pgbench"),
-            kept,
-        };
-        for name in [&s.engine, &s.baseline, &s.pgbench] {
-            check_schema_name(name).map_err(|m| BenchError::Invalid(format!("--store: {m}")))?;
-        }
-        Ok(s)
-    }
-
-    fn all(&self) -> [&str; 3] {
-        [&self.engine, &self.baseline, &self.pgbench]
-    }
-}
-
-/// Holds the run's schemas for this process (refusing them if another run holds one), then
-/// refuses schemas that exist already: the bench fills new ones every run. The holds are kept
-/// for the run.
-pub fn refuse_existing(
-    url: &str,
-    schemas: &Schemas,
-) -> Result<Vec<std::sync::Arc<crate::store::exclusive::Held>>, BenchError> {
-    let config: postgres::Config = url
-        .parse()
-        .map_err(|e: postgres::Error| BenchError::Invalid(format!("--store: {e}")))?;
-    let mut held = Vec::new();
-    for name in schemas.all() {
-        let location = format!("{} (schema {name})", redact_url(url));
-        held.push(crate::store::exclusive::hold_pg_schema(
-            &config, name, &location,
-        )?);
-    }
-    let mut client = postgres::Client::connect(url, postgres::NoTls).map_err(|e| {
-        BenchError::Store(StoreError::Open {
-            location: redact_url(url),
-            message: crate::store::postgres::pg_message(&e),
-        })
-    })?;
-    for name in schemas.all() {
-        let exists = client
-            .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
-            .map_err(|e| {
-                BenchError::Store(StoreError::Open {
-                    location: redact_url(url),
-                    message: crate::store::postgres::pg_message(&e),
-                })
-            })?
-            .is_some();
-        if exists {
-            return Err(BenchError::Invalid(format!(
-                "--store: schema `{name}` exists on {}; the bench fills new schemas every run, so drop it (DROP SCHEMA {name} CASCADE) or name another with ?schema=NAME",
-                redact_url(url)
-            )));
-        }
-    }
-    Ok(held)
-}
-
-/// Drops the run's scratch schemas when the run ends, however it ends.
-pub struct ScratchGuard {
-    pub pools: Vec<PgPool>,
-}
-
-impl Drop for ScratchGuard {
-    fn drop(&mut self) {
-        for pool in &self.pools {
-            if let Err(e) = pool.drop_schema() {
-                eprintln!(
-                    "warning: could not drop scratch schema {}: {e}",
-                    pool.schema()
-                );
-            }
-        }
-    }
-}
-
-/// Connects a pool to `schema` (created new) as the run asks.
-pub fn pool(
-    url: &str,
-    schema: &str,
-    pool_size: u32,
-    config: &BenchConfig,
-) -> Result<PgPool, StoreError> {
-    PgPool::connect(
-        url,
-        &PgOptions {
-            schema: schema.to_string(),
-            pool_size,
-            synchronous: config.synchronous,
-            sweeper: config.sweeper,
-            ..PgOptions::default()
-        },
-    )
-}
 
 fn to_time(ms: Millis) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)

@@ -8,7 +8,6 @@
 //! and labels file, filled alike. A run with `?prefix=NAME` keeps `NAME` and `NAME_baseline`
 //! (refused if either holds keys); otherwise scratch prefixes are unlinked at the end.
 
-use super::BenchError;
 use super::baseline::insert_label;
 use super::fill::{CALLER, HELD_LEASE_MS, Layout, RETENTION_MS, WEIGHT_G, body, key, label_body};
 use super::serve::{Job, Service};
@@ -18,7 +17,6 @@ use crate::engine::request::request_hash;
 use crate::store::redis::{CLAIM, COMPLETE, index_name, record_name};
 use crate::store::{RedisStore, Store, StoreError};
 use std::ops::Range;
-use std::path::{Path, PathBuf};
 use uuid::Uuid;
 
 /// The engine's default lease, so baseline claims look like the engine's.
@@ -27,90 +25,6 @@ const LEASE_MS: Millis = 30_000;
 const NO_HASH: [u8; 32] = [0; 32];
 /// Records per pipeline of the fill.
 const FILL_CHUNK: i64 = 5_000;
-
-/// The two prefixes of a run and where their labels live.
-pub struct Prefixes {
-    pub engine: String,
-    pub baseline: String,
-    pub kept: bool,
-}
-
-impl Prefixes {
-    pub fn new(named: Option<&str>) -> Self {
-        let (base, kept) = match named {
-            Some(n) => (n.to_string(), true),
-            None => (
-                format!(
-                    "idemcalc_bench_{}",
-                    &Uuid::new_v4().simple().to_string()[..12]
-                ),
-                false,
-            ),
-        };
-        Self {
-            engine: base.clone(),
-            baseline: format!("{base}_baseline"),
-            kept,
-        }
-    }
-
-    pub fn all(&self) -> [&str; 2] {
-        [&self.engine, &self.baseline]
-    }
-}
-
-/// Where a prefix's labels go: beside the records' names in the directory `dir`.
-pub fn labels_path(dir: &Path, prefix: &str) -> PathBuf {
-    dir.join(format!("{prefix}-labels.sqlite"))
-}
-
-/// Refuses a prefix that already holds keys, or a labels file that exists: the bench fills new
-/// stores every run.
-pub fn refuse_existing(url: &str, prefixes: &Prefixes, dir: &Path) -> Result<(), BenchError> {
-    let mut con = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| {
-            BenchError::Store(StoreError::Open {
-                location: url.to_string(),
-                message: format!(
-                    "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
-                ),
-            })
-        })?;
-    let store_err = |e: redis::RedisError| {
-        BenchError::Store(StoreError::Open {
-            location: url.to_string(),
-            message: e.to_string(),
-        })
-    };
-    for prefix in prefixes.all() {
-        let (_, found): (u64, Vec<String>) = redis::cmd("SCAN")
-            .arg(0)
-            .arg("MATCH")
-            .arg(format!("{prefix}:*"))
-            .arg("COUNT")
-            .arg(10_000)
-            .query(&mut con)
-            .map_err(store_err)?;
-        let index_exists: bool = redis::cmd("EXISTS")
-            .arg(index_name(prefix))
-            .query(&mut con)
-            .map_err(store_err)?;
-        if index_exists || !found.is_empty() {
-            return Err(BenchError::Invalid(format!(
-                "--store: prefix `{prefix}` holds keys on {url}; the bench fills new stores every run, so delete them or name another with ?prefix=NAME"
-            )));
-        }
-        let labels = labels_path(dir, prefix);
-        if labels.exists() {
-            return Err(BenchError::Invalid(format!(
-                "--store: {} exists; the bench fills new stores every run, so remove it or name another prefix",
-                labels.display()
-            )));
-        }
-    }
-    Ok(())
-}
 
 /// Writes every range of `layout` as the engine would have left those keys: records in Redis
 /// (pipelined), labels for the completed ones in the SQLite file.

@@ -5,6 +5,7 @@ use super::checkpoint::{CheckpointStats, Checkpoints};
 use super::fill::Layout;
 use super::mix::{Kind, PerKind};
 use super::serve::Tally;
+use crate::format::{latency, thousands};
 use crate::store::group::GroupStats;
 use crate::store::{Invariants, Synchronous};
 use hdrhistogram::Histogram;
@@ -356,34 +357,6 @@ impl Report {
     }
 }
 
-/// `12345.6` → `12,346`.
-fn thousands(x: f64) -> String {
-    let n = x.round() as i64;
-    let digits = n.unsigned_abs().to_string();
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    if n < 0 { format!("-{out}") } else { out }
-}
-
-/// Microseconds as people read latencies: `850 µs`, `1.25 ms`, `12.5 ms`, `250 ms`.
-fn latency(us: u64) -> String {
-    let ms = us as f64 / 1000.0;
-    if us < 1000 {
-        format!("{us} µs")
-    } else if ms < 10.0 {
-        format!("{ms:.2} ms")
-    } else if ms < 100.0 {
-        format!("{ms:.1} ms")
-    } else {
-        format!("{ms:.0} ms")
-    }
-}
-
 fn sync_name(s: Synchronous) -> &'static str {
     match s {
         Synchronous::Off => "off",
@@ -618,20 +591,4 @@ pub fn render_table(r: &Report) -> String {
     }
     let _ = writeln!(out, "result: {}", if r.ok { "ok" } else { "FAILED" });
     out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn numbers_read_like_numbers() {
-        assert_eq!(thousands(0.0), "0");
-        assert_eq!(thousands(999.4), "999");
-        assert_eq!(thousands(1234567.0), "1,234,567");
-        assert_eq!(latency(850), "850 µs");
-        assert_eq!(latency(1250), "1.25 ms");
-        assert_eq!(latency(12_500), "12.5 ms");
-        assert_eq!(latency(250_000), "250 ms");
-    }
 }

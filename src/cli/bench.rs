@@ -79,7 +79,7 @@ pub struct BenchArgs {
     #[arg(long, default_value = "first=80,replay=10,conflict=5,takeover=5")]
     pub mix: Mix,
     /// The engine's store, created new and kept: an SQLite file (the baseline's goes beside it
-    /// as NAME.baseline.EXT), or postgres://USER@HOST:PORT/DATABASE (scratch schemas dropped
+    /// as NAME_baseline.EXT), or postgres://USER@HOST:PORT/DATABASE (scratch schemas dropped
     /// afterwards; with ?schema=NAME the schemas NAME, NAME_baseline and NAME_pgbench are
     /// created and kept), or redis://HOST:PORT[/DB] (scratch prefixes deleted afterwards; with
     /// ?prefix=NAME the prefixes NAME and NAME_baseline are kept, their labels files in the

@@ -25,11 +25,6 @@ pub struct EstimateArgs {
     #[command(flatten)]
     pub knobs: Flags<ESTIMATE>,
 
-    /// Decide on our keys alone: count every retry after our purge as a duplicate, even while
-    /// the carrier still knows its derived key.
-    #[arg(long)]
-    pub without_carrier_window: bool,
-
     /// Output: readable tables, or one JSON object.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -73,7 +68,7 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
         },
         bytes_per_record_ci95: None,
         evidence: None,
-        count_carrier_window: !args.without_carrier_window,
+        count_carrier_window: !b.without_carrier_window,
     };
     let recommendation = decision::decide(&params, &dist, &inputs)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))?;

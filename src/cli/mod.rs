@@ -10,7 +10,6 @@ pub(crate) mod fit;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod simulate;
-pub mod store;
 
 use clap::{Parser, Subcommand};
 

@@ -5,8 +5,8 @@
 //! unwritable directory); 130 interrupted by Ctrl-C (what was simulated so far is written).
 
 use crate::report::{self, BenchResults};
-use crate::run::{StoreOptions, Stores};
 use crate::sim::replay::Progress;
+use crate::store::{StoreOptions, Stores};
 use anyhow::bail;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};

@@ -1,8 +1,8 @@
 use super::Format;
-use crate::run::{Slot, StoreOptions, Stores};
 use crate::scenario::Scenario;
 use crate::sim::timeline;
 use crate::store::Synchronous;
+use crate::store::{Slot, StoreOptions, Stores};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

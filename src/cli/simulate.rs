@@ -1,10 +1,10 @@
 use super::Format;
 use crate::duration;
-use crate::run::{StoreOptions, Stores};
 use crate::settings::Settings;
 use crate::settings::flags::Flags;
 use crate::settings::knobs::SIMULATE;
 use crate::sim::replay::{self, Progress, SimReport};
+use crate::store::{StoreOptions, Stores};
 use anyhow::Context;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -175,7 +175,7 @@ fn write_request_log(settings: &Settings, path: &Path) -> anyhow::Result<()> {
         purpose: "log",
         ..StoreOptions::default()
     })?;
-    let store = stores.open(crate::run::Slot::default())?;
+    let store = stores.open(crate::store::Slot::default())?;
     let progress = Progress {
         tick: &|_| {},
         interrupted: &INTERRUPTED,

@@ -11,7 +11,8 @@ use super::charts::{self, Bar, KeyLine, RatePalette, SimPoint, TradeoffRow, Wind
 use super::{RunResult, ScenarioResult, Status, Summary};
 use crate::decision::{Choice, Recommendation, Targets};
 use crate::format::{
-    human_bytes, human_count, human_duration, percent, rate_per_s, significant, thousands, usd,
+    human_bytes, human_count, human_duration, latency, percent, rate_per_s, significant, thousands,
+    usd,
 };
 use crate::model::{self, ModelParams};
 use crate::run::results::ScenarioKind;
@@ -1362,6 +1363,11 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
     let mut base = primary.map_or(model::SEED, |(_, r)| r.model.params);
     if let Some((_, rec)) = decided {
         base.bytes_per_record = rec.bytes_per_record;
+        // The page decides with its carrier-window control: a decision on our keys alone
+        // (`without_carrier_window`) starts it at none, so both rules give the same answer.
+        if !rec.count_carrier_window {
+            base.carrier_window_s = 0.0;
+        }
     }
     let targets = decided.map_or_else(Targets::default, |(_, r)| r.targets);
     let payload = primary
@@ -1650,10 +1656,10 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
                         row.name,
                         thousands(v),
                         row.p50_us
-                            .map(|p| format!(", p50 {} µs", significant(p, 3)))
+                            .map(|p| format!(", p50 {}", latency(p.round() as u64)))
                             .unwrap_or_default(),
                         row.p99_us
-                            .map(|p| format!(", p99 {} µs", significant(p, 3)))
+                            .map(|p| format!(", p99 {}", latency(p.round() as u64)))
                             .unwrap_or_default()
                     ),
                     text: format!(

@@ -177,7 +177,7 @@ mod tests {
             max_store_gb: Some(19.5),
             max_duplicates_per_day: Some(110.0),
             max_cost_per_day: Some(1000.0),
-            max_store_growth: None,
+            ..Budgets::default()
         };
         let v = verdicts(&b, &f);
         let statuses: Vec<Status> = v.iter().map(|v| v.status).collect();

@@ -8,10 +8,9 @@
 
 pub mod compare;
 pub mod results;
-pub mod stores;
 
+use crate::store::{Slot, StoreOptions, Stores};
 pub use results::*;
-pub use stores::{Slot, StoreOptions, Stores};
 
 use crate::decision::{DecisionInputs, Recommendation, Targets, decide};
 use crate::engine::{CarrierKey, KeyScope, RecordPlacement};
@@ -215,7 +214,7 @@ pub fn scenarios(
                                 scenario: job.scenario,
                                 point: job.retention,
                                 replicate,
-                                timeline: false,
+                                ..Slot::default()
                             },
                             sweeper,
                         )
@@ -501,7 +500,7 @@ pub fn decision(
         targets: budgets.map(Targets::from_budgets).unwrap_or_default(),
         bytes_per_record_ci95: ci95,
         evidence: settings.retry.fitted.as_ref().and_then(|f| f.evidence()),
-        count_carrier_window: true,
+        count_carrier_window: !settings.budgets.without_carrier_window,
     };
     decide(&params, &dist, &inputs).map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }

@@ -79,6 +79,7 @@ fn raw_of(v: &toml::Value) -> Raw {
         toml::Value::Float(f) => Raw::Float(*f),
         toml::Value::Integer(i) => Raw::Int(*i),
         toml::Value::Array(items) => Raw::List(items.iter().map(raw_of).collect()),
+        toml::Value::Boolean(b) => Raw::Bool(*b),
         other => Raw::Other(other.to_string()),
     }
 }

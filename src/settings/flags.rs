@@ -44,6 +44,17 @@ fn augment(mut cmd: Command, command: u8) -> Command {
             let words: Vec<String> = words.iter().map(|w| w.replace('_', "-")).collect();
             help.push_str(&format!(" [possible values: {}]", words.join(", ")));
         }
+        if k.kind == Kind::Switch {
+            let mut arg = Arg::new(k.name)
+                .long(&k.flag[2..])
+                .help(help)
+                .action(ArgAction::SetTrue);
+            for a in k.aliases {
+                arg = arg.alias(*a);
+            }
+            cmd = cmd.arg(arg);
+            continue;
+        }
         if let Some(d) = k.default {
             help.push_str(&format!(" [default: {}]", d.replace('_', "-")));
         }
@@ -70,6 +81,10 @@ impl<const C: u8> FromArgMatches for Flags<C> {
             .iter()
             .filter(|k| k.commands & C != 0)
             .filter_map(|k| {
+                if k.kind == Kind::Switch {
+                    // Given means on; left out means the table's default, as in a file.
+                    return m.get_flag(k.name).then_some((k.name, Raw::Bool(true)));
+                }
                 m.get_one::<String>(k.name)
                     .map(|v| (k.name, Raw::Text(v.clone())))
             })

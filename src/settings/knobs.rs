@@ -32,6 +32,8 @@ pub enum Kind {
     PerDay,
     /// A file path.
     Path,
+    /// On or off: a flag without a value on the command line, `true`/`false` in a file.
+    Switch,
     /// A size distribution (`payload::SizeDist`): `300`, `2kB`, `median=300B,p99=2kB`, or in a
     /// file `{ median = "300B", p99 = "2kB" }` / `{ histogram = [[bytes, weight], …] }`.
     Size,
@@ -685,6 +687,16 @@ pub const KNOBS: &[Knob] = &[
         "Real duplicate labels per day budget; for `estimate`, the decision's duplicates target (default: fewer than one a month, 1/30 a day)."
     ),
     knob!(
+        "without_carrier_window",
+        "--without-carrier-window",
+        Some("budgets.without_carrier_window"),
+        Kind::Switch,
+        Some("false"),
+        BOTH,
+        "",
+        "Decide on our keys alone: count every retry after our purge as a duplicate, even while the carrier still knows its derived key."
+    ),
+    knob!(
         "max_cost_per_day",
         "--max-cost-per-day",
         Some("budgets.max_cost_per_day"),
@@ -720,6 +732,7 @@ pub enum Raw {
     Text(String),
     Float(f64),
     Int(i64),
+    Bool(bool),
     Other(String),
     List(Vec<Raw>),
 }
@@ -733,6 +746,7 @@ pub enum Value {
     Choice(&'static str),
     Path(std::path::PathBuf),
     Size(crate::payload::SizeDist),
+    Switch(bool),
     List(Vec<Value>),
 }
 
@@ -800,6 +814,7 @@ impl Knob {
             Raw::Text(t) => t.clone(),
             Raw::Float(f) => f.to_string(),
             Raw::Int(i) => i.to_string(),
+            Raw::Bool(b) => b.to_string(),
             Raw::Other(o) => o.clone(),
             Raw::List(_) => "a list".into(),
         };
@@ -919,13 +934,18 @@ impl Knob {
                             .map(|w| w.v)
                             .map_err(|e| e.message().to_string())
                     }
-                    Raw::List(_) => Err(format!("{shown} is not a size")),
+                    Raw::List(_) | Raw::Bool(_) => Err(format!("{shown} is not a size")),
                 };
                 parsed.map(Value::Size).map_err(unreadable)
             }
             Kind::Path => match raw {
                 Raw::Text(t) if !t.trim().is_empty() => Ok(Value::Path(t.into())),
                 _ => Err(unreadable(format!("{shown} is not a file path"))),
+            },
+            Kind::Switch => match raw {
+                Raw::Bool(b) => Ok(Value::Switch(*b)),
+                Raw::Text(t) if t == "true" || t == "false" => Ok(Value::Switch(t == "true")),
+                _ => Err(unreadable(format!("{shown} is not true or false"))),
             },
         }
     }

@@ -112,6 +112,10 @@ impl Values {
         }
     }
 
+    fn switch(&self, name: &str) -> bool {
+        matches!(self.get(name), Some(Value::Switch(true)))
+    }
+
     fn count(&self, name: &str) -> Option<u64> {
         match self.get(name)? {
             Value::Count(v) => Some(*v),
@@ -251,6 +255,10 @@ pub struct Budgets {
     /// Growth of the store size against a baseline run (`report --baseline`), as a fraction.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_store_growth: Option<f64>,
+    /// Decide on our keys alone: a retry after our purge counts as a duplicate even while the
+    /// carrier would still recognise its derived key (a carrier that may forget sooner).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub without_carrier_window: bool,
 }
 
 impl Budgets {
@@ -419,6 +427,7 @@ impl Settings {
                 max_duplicates_per_day: v.number("max_duplicates_per_day"),
                 max_cost_per_day: v.number("max_cost_per_day"),
                 max_store_growth: v.number("max_store_growth"),
+                without_carrier_window: v.switch("without_carrier_window"),
             },
         };
         s.cross_check(v)

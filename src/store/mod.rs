@@ -13,15 +13,17 @@ pub mod group;
 pub mod postgres;
 pub mod redis;
 pub mod sqlite;
+mod stores;
 
 use crate::clock::Millis;
 use serde::Serialize;
 use std::fmt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 pub use postgres::{PgOptions, PgPool, PostgresStore, Sweeper};
 pub use redis::RedisStore;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
+pub use stores::{Slot, StoreOptions, Stores};
 
 /// The `state` column: a record is claimed (`started`) before the carrier call and `completed`
 /// with the saved response after it.
@@ -383,6 +385,8 @@ pub enum StorePool {
         url: String,
         prefix: String,
         labels_path: PathBuf,
+        /// How the labels file is opened.
+        labels: SqliteOptions,
     },
 }
 
@@ -411,11 +415,12 @@ impl StorePool {
                 let prefix = prefix.unwrap_or_else(|| "idemcalc".to_string());
                 let labels_path =
                     std::env::temp_dir().join(format!("idemcalc-redis-{prefix}-labels.sqlite"));
-                RedisStore::open(&url, &prefix, &labels_path)?;
+                RedisStore::open_with(&url, &prefix, &labels_path, &options.sqlite)?;
                 Ok(StorePool::Redis {
                     url,
                     prefix,
                     labels_path,
+                    labels: options.sqlite.clone(),
                 })
             }
         }
@@ -430,7 +435,13 @@ impl StorePool {
                 url,
                 prefix,
                 labels_path,
-            } => Ok(Box::new(RedisStore::open(url, prefix, labels_path)?)),
+                labels,
+            } => Ok(Box::new(RedisStore::open_with(
+                url,
+                prefix,
+                labels_path,
+                labels,
+            )?)),
         }
     }
 
@@ -439,9 +450,47 @@ impl StorePool {
         match self {
             StorePool::Sqlite { path, .. } => format!("sqlite:{}", path.display()),
             StorePool::Postgres(pool) => pool.describe(),
-            StorePool::Redis { url, prefix, .. } => {
-                format!("{} (prefix {prefix})", postgres::redact_url(url))
-            }
+            StorePool::Redis {
+                url,
+                prefix,
+                labels_path,
+                ..
+            } => format!(
+                "{} (prefix {prefix}, labels in sqlite:{})",
+                postgres::redact_url(url),
+                labels_path.display()
+            ),
+        }
+    }
+
+    /// The file of an SQLite store, for code that works on the file itself (the bench's bulk
+    /// fill, copy and WAL checkpoints).
+    pub fn sqlite_path(&self) -> Option<&Path> {
+        match self {
+            StorePool::Sqlite { path, .. } => Some(path),
+            _ => None,
+        }
+    }
+
+    /// The pool of a PostgreSQL store.
+    pub fn postgres(&self) -> Option<&PgPool> {
+        match self {
+            StorePool::Postgres(pool) => Some(pool),
+            _ => None,
+        }
+    }
+
+    /// One connection as the Redis store itself, for code that needs its raw commands (the
+    /// bench's fill and baseline); `None` for the other stores.
+    pub fn redis(&self) -> Option<Result<RedisStore, StoreError>> {
+        match self {
+            StorePool::Redis {
+                url,
+                prefix,
+                labels_path,
+                labels,
+            } => Some(RedisStore::open_with(url, prefix, labels_path, labels)),
+            _ => None,
         }
     }
 
@@ -453,12 +502,6 @@ impl StorePool {
             StorePool::Redis { .. } => "redis",
         }
     }
-}
-
-/// Opens the store `spec` names (`sqlite:PATH`, a bare path, or `postgres://…`) and returns one
-/// connection to it. Use [`StorePool`] when several workers need their own connections.
-pub fn open(spec: &str, options: &OpenOptions) -> Result<Box<dyn Store>, StoreError> {
-    StorePool::open(spec, options)?.get()
 }
 
 #[cfg(test)]

@@ -171,6 +171,22 @@ pub fn drop_prefix(url: &str, prefix: &str) -> Result<u64, StoreError> {
     unlink_prefix(&mut con, url, prefix)
 }
 
+/// Whether any key lives under `prefix` on the server at `url` (a record or the expiry index).
+pub fn holds_keys(url: &str, prefix: &str) -> Result<bool, StoreError> {
+    let mut con = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .map_err(|e| StoreError::Open {
+            location: url.to_string(),
+            message: format!(
+                "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
+            ),
+        })?;
+    let mut names = con
+        .scan_match::<_, String>(format!("{prefix}:*"))
+        .map_err(|e| err(url, e))?;
+    Ok(names.next().is_some())
+}
+
 fn unlink_prefix(con: &mut Connection, url: &str, prefix: &str) -> Result<u64, StoreError> {
     let pattern = format!("{prefix}:*");
     let names: Vec<String> = con

@@ -1,0 +1,465 @@
+//! Store lifecycles for every run, in one place: open, name, suffix, and drop what was scratch.
+//!
+//! A run asks for one store per job ([`Slot`]): a sweep point's replicate, a scenario's
+//! timeline, a bench side. `--store` names where they go (`sqlite:PATH`, a path,
+//! `postgres://…[?schema=NAME]`, `redis://…[?prefix=NAME]`); without it they are scratch SQLite
+//! files in a temporary directory. A PostgreSQL URL without a schema gets scratch schemas and a
+//! Redis URL without a prefix scratch prefixes, dropped at the end; a named file, schema or
+//! prefix is kept. Every job after the first gets a suffix (before a file's extension), so two
+//! jobs never share a store. Reports name the store with [`Stores::name`], which never contains
+//! a temporary path or a random schema name, so the same inputs give the same JSON.
+
+use super::postgres::{check_schema_name, pg_message, redact_url};
+use super::{
+    PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StorePool,
+    StoreSpec, Sweeper, Synchronous,
+};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// Which job a store is for. `Slot::default()` is the first job: it keeps the name given.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Slot {
+    /// The scenario, in a run of several (`report`).
+    pub scenario: usize,
+    /// The sweep point (retention).
+    pub point: usize,
+    pub replicate: u32,
+    /// A scripted timeline rather than a simulation.
+    pub timeline: bool,
+    /// A second store of the same job, e.g. the bench's `baseline` beside its engine's store.
+    pub part: Option<&'static str>,
+}
+
+impl Slot {
+    /// The store named `part` beside the first job's (`_baseline`, `_pgbench`).
+    pub fn part(part: &'static str) -> Self {
+        Slot {
+            part: Some(part),
+            ..Slot::default()
+        }
+    }
+
+    /// `""` for the first job, else e.g. `_p1_r0`, `_s2_p0_r0`, `_s3_timeline`, `_baseline`.
+    fn suffix(&self) -> String {
+        let part = self.part.map(|p| format!("_{p}")).unwrap_or_default();
+        let job = Slot {
+            part: None,
+            ..*self
+        };
+        if job == Slot::default() {
+            return part;
+        }
+        let scenario = if self.scenario > 0 {
+            format!("_s{}", self.scenario)
+        } else {
+            String::new()
+        };
+        if self.timeline {
+            format!("{scenario}_timeline{part}")
+        } else {
+            format!("{scenario}_p{}_r{}{part}", self.point, self.replicate)
+        }
+    }
+}
+
+/// `store.sqlite` with `_p1_r0` is `store_p1_r0.sqlite`: the suffix goes before the extension,
+/// so every job's file still opens as what it is.
+fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    if suffix.is_empty() {
+        return path.to_path_buf();
+    }
+    let stem = path.file_stem().unwrap_or_default().to_string_lossy();
+    match path.extension() {
+        Some(ext) => path.with_file_name(format!("{stem}{suffix}.{}", ext.to_string_lossy())),
+        None => path.with_file_name(format!("{stem}{suffix}")),
+    }
+}
+
+/// How the stores of a run are made.
+#[derive(Debug, Clone, Copy)]
+pub struct StoreOptions {
+    /// What scratch schemas and prefixes are called after `idemcalc_`, e.g. `sim`.
+    pub purpose: &'static str,
+    /// `Off` for simulations, which measure sizes and counts, not durability.
+    pub synchronous: Synchronous,
+    /// PostgreSQL connections per store.
+    pub pool_size: u32,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            purpose: "run",
+            synchronous: Synchronous::Off,
+            pool_size: 1,
+        }
+    }
+}
+
+/// Where a run's stores go, and what to clean up afterwards.
+pub struct Stores {
+    spec: StoreSpec,
+    options: StoreOptions,
+    /// Holds the scratch SQLite files (and scratch Redis prefixes' labels) until the run ends.
+    tmp: Option<tempfile::TempDir>,
+    name: String,
+    /// `idemcalc_PURPOSE_ID`: every scratch schema or prefix of the run starts with it, so one
+    /// run's stores sort together and a leftover names the run that left it.
+    scratch_base: String,
+    /// Scratch PostgreSQL schemas and Redis prefixes to drop at the end.
+    scratch: Mutex<Vec<Scratch>>,
+}
+
+/// What a run made and must remove.
+enum Scratch {
+    Schema(PgPool),
+    /// A Redis prefix, by URL and prefix.
+    Prefix(String, String),
+}
+
+fn tempdir() -> Result<tempfile::TempDir, StoreError> {
+    tempfile::tempdir().map_err(|e| StoreError::Open {
+        location: std::env::temp_dir().display().to_string(),
+        message: format!("cannot create a temporary directory: {e}"),
+    })
+}
+
+impl Stores {
+    /// From `--store SPEC`, or the `--db FILE` shorthand, or neither (scratch SQLite files).
+    pub fn new(
+        store: Option<&str>,
+        db: Option<&Path>,
+        options: StoreOptions,
+    ) -> Result<Self, StoreError> {
+        let (spec, tmp, name) = match (store, db) {
+            (Some(text), _) => {
+                let spec = StoreSpec::parse(text)?;
+                let (name, tmp) = match &spec {
+                    StoreSpec::Postgres { schema: None, .. } => {
+                        (format!("{} (scratch schemas)", spec.describe()), None)
+                    }
+                    // A scratch prefix's labels files go with the run; a named one's are kept
+                    // in the system's temporary directory, where the same prefix finds them.
+                    StoreSpec::Redis { prefix: None, .. } => (
+                        format!("{} (scratch prefixes)", spec.describe()),
+                        Some(tempdir()?),
+                    ),
+                    _ => (spec.describe(), None),
+                };
+                (spec, tmp, name)
+            }
+            (None, Some(path)) => {
+                let spec = StoreSpec::Sqlite(path.to_path_buf());
+                let name = spec.describe();
+                (spec, None, name)
+            }
+            (None, None) => {
+                let tmp = tempdir()?;
+                let spec = StoreSpec::Sqlite(tmp.path().join("store.sqlite"));
+                (spec, Some(tmp), "sqlite (temporary file)".to_string())
+            }
+        };
+        Ok(Stores {
+            spec,
+            options,
+            tmp,
+            name,
+            scratch_base: format!(
+                "idemcalc_{}_{}",
+                options.purpose,
+                &uuid::Uuid::new_v4().simple().to_string()[..12]
+            ),
+            scratch: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Scratch SQLite files only: what a run without `--store` uses.
+    pub fn scratch(options: StoreOptions) -> Result<Self, StoreError> {
+        Stores::new(None, None, options)
+    }
+
+    /// `sqlite`, `postgres` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        match self.spec {
+            StoreSpec::Sqlite(_) => "sqlite",
+            StoreSpec::Postgres { .. } => "postgres",
+            StoreSpec::Redis { .. } => "redis",
+        }
+    }
+
+    /// What `--store` named (the server's URL for `pgbench`, say).
+    pub fn spec(&self) -> &StoreSpec {
+        &self.spec
+    }
+
+    /// True when the stores outlive the run: a named file, schema or prefix.
+    pub fn kept(&self) -> bool {
+        match &self.spec {
+            StoreSpec::Sqlite(_) => self.tmp.is_none(),
+            StoreSpec::Postgres { schema, .. } => schema.is_some(),
+            StoreSpec::Redis { prefix, .. } => prefix.is_some(),
+        }
+    }
+
+    /// The stores as reports show them: stable across runs.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Opens the store of `slot`. It must be empty: a run never replays into an existing store
+    /// (the simulator and the timeline both check, and refuse with the store's name).
+    pub fn open(&self, slot: Slot) -> Result<Box<dyn Store>, StoreError> {
+        self.open_with(slot, Sweeper::Delete)
+    }
+
+    /// [`Stores::open`] with a sweeper other than the seed's batched `DELETE` (`--sweeper`),
+    /// which only PostgreSQL offers.
+    pub fn open_with(&self, slot: Slot, sweeper: Sweeper) -> Result<Box<dyn Store>, StoreError> {
+        self.pool_with(slot, sweeper)?.get()
+    }
+
+    /// The store of `slot` as a pool, one connection per worker (`StoreOptions::pool_size` for
+    /// PostgreSQL): what a multi-threaded run such as the bench needs.
+    pub fn pool_with(&self, slot: Slot, sweeper: Sweeper) -> Result<StorePool, StoreError> {
+        if sweeper.partitioned() && !matches!(self.spec, StoreSpec::Postgres { .. }) {
+            return Err(StoreError::Spec {
+                spec: self.name.clone(),
+                message: "--sweeper partitions needs a PostgreSQL store (--store postgres://…); SQLite and Redis sweep by delete".into(),
+            });
+        }
+        let sqlite = SqliteOptions {
+            synchronous: self.options.synchronous,
+            ..SqliteOptions::default()
+        };
+        match &self.spec {
+            StoreSpec::Sqlite(path) => {
+                let path = self.sqlite_path(path, slot);
+                // Open once now so a bad path fails here, naming it.
+                SqliteStore::open(&path, &sqlite)?;
+                Ok(StorePool::Sqlite {
+                    path,
+                    options: sqlite,
+                })
+            }
+            StoreSpec::Postgres { url, schema } => {
+                let options = PgOptions {
+                    schema: self.schema_or_prefix(schema.as_deref(), slot),
+                    pool_size: self.options.pool_size,
+                    synchronous: self.options.synchronous,
+                    sweeper,
+                    ..PgOptions::default()
+                };
+                let pool = PgPool::connect(url, &options)?;
+                if schema.is_none() {
+                    self.remember(Scratch::Schema(pool.clone()));
+                }
+                Ok(StorePool::Postgres(pool))
+            }
+            StoreSpec::Redis { url, prefix } => {
+                let name = self.schema_or_prefix(prefix.as_deref(), slot);
+                let labels_path = self.labels_path(&name);
+                RedisStore::open_with(url, &name, &labels_path, &sqlite)?;
+                if prefix.is_none() {
+                    self.remember(Scratch::Prefix(url.clone(), name.clone()));
+                }
+                Ok(StorePool::Redis {
+                    url: url.clone(),
+                    prefix: name,
+                    labels_path,
+                    labels: sqlite,
+                })
+            }
+        }
+    }
+
+    /// [`Stores::pool_with`] for the stores of `slots`, which this run must create: if any
+    /// exists already (a file, a schema, a prefix holding keys, a labels file) none is opened
+    /// and the first is refused, naming it, because a run that fills its own stores (the bench)
+    /// would measure and count what was there. A store another process is using is refused
+    /// with that process's pid first.
+    pub fn create(&self, slots: &[Slot], sweeper: Sweeper) -> Result<Vec<StorePool>, StoreError> {
+        // Held until the pools below hold their stores themselves.
+        let mut held = Vec::new();
+        for &slot in slots {
+            held.push(self.refuse_existing(slot)?);
+        }
+        slots.iter().map(|&s| self.pool_with(s, sweeper)).collect()
+    }
+
+    fn refuse_existing(
+        &self,
+        slot: Slot,
+    ) -> Result<Option<std::sync::Arc<super::exclusive::Held>>, StoreError> {
+        let exists = |location: String, remedy: String| StoreError::Open {
+            location,
+            message: format!("exists already; this run fills new stores every time, so {remedy}"),
+        };
+        match &self.spec {
+            StoreSpec::Sqlite(path) => {
+                let path = self.sqlite_path(path, slot);
+                if path.exists() {
+                    // Another run's file says whose it is, rather than only that it exists.
+                    super::exclusive::hold_sqlite(&path)?;
+                    return Err(exists(
+                        path.display().to_string(),
+                        "remove it or name another file".into(),
+                    ));
+                }
+                Ok(None)
+            }
+            StoreSpec::Postgres { url, schema } => {
+                let name = self.schema_or_prefix(schema.as_deref(), slot);
+                check_schema_name(&name).map_err(|message| StoreError::Spec {
+                    spec: self.name.clone(),
+                    message,
+                })?;
+                let location = format!("{} (schema {name})", redact_url(url));
+                let open_err = |e: postgres::Error| StoreError::Open {
+                    location: location.clone(),
+                    message: pg_message(&e),
+                };
+                let config: postgres::Config = url.parse().map_err(open_err)?;
+                let held = super::exclusive::hold_pg_schema(&config, &name, &location)?;
+                let mut client = config.connect(postgres::NoTls).map_err(open_err)?;
+                let found = client
+                    .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
+                    .map_err(open_err)?;
+                if found.is_some() {
+                    return Err(exists(
+                        location,
+                        format!(
+                            "drop it (DROP SCHEMA {name} CASCADE) or name another with ?schema=NAME"
+                        ),
+                    ));
+                }
+                Ok(Some(held))
+            }
+            StoreSpec::Redis { url, prefix } => {
+                let name = self.schema_or_prefix(prefix.as_deref(), slot);
+                if super::redis::holds_keys(url, &name)? {
+                    return Err(exists(
+                        format!("{} (prefix {name})", redact_url(url)),
+                        "delete its keys or name another with ?prefix=NAME".into(),
+                    ));
+                }
+                let labels = self.labels_path(&name);
+                if labels.exists() {
+                    return Err(exists(
+                        labels.display().to_string(),
+                        "remove it or name another prefix".into(),
+                    ));
+                }
+                Ok(None)
+            }
+        }
+    }
+
+    fn sqlite_path(&self, path: &Path, slot: Slot) -> PathBuf {
+        suffixed(path, &slot.suffix())
+    }
+
+    /// The schema or prefix of `slot`: the named one with the slot's suffix, else a scratch name.
+    fn schema_or_prefix(&self, named: Option<&str>, slot: Slot) -> String {
+        format!("{}{}", named.unwrap_or(&self.scratch_base), slot.suffix())
+    }
+
+    /// Where a Redis prefix's labels go.
+    fn labels_path(&self, prefix: &str) -> PathBuf {
+        let dir = self
+            .tmp
+            .as_ref()
+            .map_or_else(std::env::temp_dir, |t| t.path().to_path_buf());
+        dir.join(format!("{prefix}-labels.sqlite"))
+    }
+
+    fn remember(&self, scratch: Scratch) {
+        self.scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(scratch);
+    }
+
+    /// Drops the scratch schemas and Redis prefixes; scratch SQLite files go with the temporary
+    /// directory. Every connection to them must be back by now.
+    pub fn finish(&self) -> Result<(), StoreError> {
+        let scratch: Vec<Scratch> = self
+            .scratch
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        let mut first_error = None;
+        for s in scratch {
+            let done = match s {
+                Scratch::Schema(pool) => pool.drop_schema(),
+                Scratch::Prefix(url, prefix) => {
+                    super::redis::drop_prefix(&url, &prefix).map(|_| ())
+                }
+            };
+            if let Err(e) = done {
+                first_error.get_or_insert(e);
+            }
+        }
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Stores {
+    /// A run that failed half-way still drops its scratch schemas and prefixes.
+    fn drop(&mut self) {
+        if let Err(e) = self.finish() {
+            eprintln!("warning: could not drop a scratch store: {e}");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_slot_keeps_the_name_and_others_get_a_suffix() {
+        assert_eq!(Slot::default().suffix(), "");
+        let s = |scenario, point, replicate, timeline| Slot {
+            scenario,
+            point,
+            replicate,
+            timeline,
+            part: None,
+        };
+        assert_eq!(s(0, 1, 0, false).suffix(), "_p1_r0");
+        assert_eq!(s(0, 0, 2, false).suffix(), "_p0_r2");
+        assert_eq!(s(2, 0, 0, false).suffix(), "_s2_p0_r0");
+        assert_eq!(s(3, 0, 0, true).suffix(), "_s3_timeline");
+        assert_eq!(Slot::part("baseline").suffix(), "_baseline");
+        assert_eq!(
+            suffixed(Path::new("/x/run.sqlite"), "_p1_r0"),
+            Path::new("/x/run_p1_r0.sqlite")
+        );
+        assert_eq!(
+            suffixed(Path::new("/x/run"), "_baseline"),
+            Path::new("/x/run_baseline")
+        );
+        assert_eq!(
+            suffixed(Path::new("/x/run.sqlite"), ""),
+            Path::new("/x/run.sqlite")
+        );
+    }
+
+    #[test]
+    fn scratch_sqlite_stores_are_named_stably_and_kept_apart() {
+        let stores = Stores::scratch(StoreOptions::default()).unwrap();
+        assert_eq!(stores.name(), "sqlite (temporary file)");
+        let mut a = stores.open(Slot::default()).unwrap();
+        let mut b = stores
+            .open(Slot {
+                replicate: 1,
+                ..Slot::default()
+            })
+            .unwrap();
+        assert_ne!(a.describe(), b.describe());
+        assert_eq!(a.count_keys().unwrap(), 0);
+        assert_eq!(b.count_keys().unwrap(), 0);
+    }
+}
