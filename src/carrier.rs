@@ -278,10 +278,6 @@ impl Carrier {
         self
     }
 
-    pub fn config(&self) -> &CarrierConfig {
-        &self.config
-    }
-
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the maps half-updated in a way that matters
         // for counting, so a poisoned lock is taken over rather than propagated.
@@ -377,19 +373,6 @@ impl Carrier {
     /// The invoice lines so far (empty when built `without_ledger`).
     pub fn ledger(&self) -> Vec<InvoiceLine> {
         self.lock().ledger.clone()
-    }
-
-    /// Parcels the carrier sold more than one label for, with how many it sold.
-    pub fn parcels_sold_twice(&self) -> Vec<((i64, i64, i64), u32)> {
-        let s = self.lock();
-        let mut v: Vec<_> = s
-            .sold
-            .iter()
-            .filter(|(_, n)| **n > 1)
-            .map(|(k, n)| (*k, *n))
-            .collect();
-        v.sort();
-        v
     }
 }
 

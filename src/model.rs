@@ -195,16 +195,6 @@ pub const INPUTS: &[Input] = &[
     },
 ];
 
-/// An input outside the range where the model means anything.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{flag} ({name}) is {value}, but {rule}")]
-pub struct ParamError {
-    pub name: &'static str,
-    pub flag: &'static str,
-    pub value: f64,
-    pub rule: String,
-}
-
 impl ModelParams {
     /// The inputs by name, in [`INPUTS`] order: what the formulas see.
     pub fn values(&self) -> [(&'static str, f64); 11] {
@@ -221,51 +211,6 @@ impl ModelParams {
             ("unlabelled_parcel_usd", self.unlabelled_parcel_usd),
             ("replicas", self.replicas),
         ]
-    }
-
-    /// Refuses values the model cannot mean: rates, retention and record size must be above 0,
-    /// fractions within 0..=1, prices and windows not negative, and the peak not below the
-    /// average.
-    pub fn validate(&self) -> Result<(), ParamError> {
-        let fail = |name: &'static str, value: f64, rule: String| {
-            let flag = INPUTS
-                .iter()
-                .find(|i| i.name == name)
-                .map_or("", |i| i.flag);
-            Err(ParamError {
-                name,
-                flag,
-                value,
-                rule,
-            })
-        };
-        for (name, value) in self.values() {
-            let (ok, rule) = match name {
-                "rate_per_s" | "peak_rate_per_s" | "retention_s" | "bytes_per_record" => {
-                    (value > 0.0, "it must be a number above 0")
-                }
-                "replicas" => (value >= 1.0, "it must be 1 or more (a primary alone is 1)"),
-                "timeout_fraction" | "done_fraction" => (
-                    (0.0..=1.0).contains(&value),
-                    "it must be a fraction from 0 to 1 (e.g. 0.001 or 0.1%)",
-                ),
-                _ => (value >= 0.0, "it must be a number of 0 or more"),
-            };
-            if !(ok && value.is_finite()) {
-                return fail(name, value, rule.to_string());
-            }
-        }
-        if self.peak_rate_per_s < self.rate_per_s {
-            return fail(
-                "peak_rate_per_s",
-                self.peak_rate_per_s,
-                format!(
-                    "the peak cannot be below the average --rate ({})",
-                    self.rate_per_s
-                ),
-            );
-        }
-        Ok(())
     }
 }
 

@@ -120,10 +120,6 @@ impl Scenario {
         crate::settings::file::parse(path, text)
     }
 
-    pub fn seed(&self) -> u64 {
-        self.settings.seed
-    }
-
     /// The engine at the first retention: what a timeline runs with.
     pub fn engine_config(&self) -> EngineConfig {
         let first = self.settings.retentions().first().copied().unwrap_or(0.0);

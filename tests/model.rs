@@ -195,42 +195,35 @@ fn params_read_durations_as_text_or_seconds() {
     assert!(serde_json::from_str::<ModelParams>(r#"{"retention_s": "soon"}"#).is_err());
 }
 
+/// The model's inputs are checked once, by the settings table (issue 10: `ModelParams` had a
+/// validator of its own with its own limits). Every input names a real flag of `estimate`, and
+/// values the model cannot mean are refused there, naming that flag.
 #[test]
-fn validation_names_the_flag() {
-    let bad = [
-        ModelParams {
-            rate_per_s: 0.0,
-            ..SEED
-        },
-        ModelParams {
-            timeout_fraction: 1.5,
-            ..SEED
-        },
-        ModelParams {
-            retention_s: -1.0,
-            ..SEED
-        },
-        ModelParams {
-            label_price_usd: f64::NAN,
-            ..SEED
-        },
-        ModelParams {
-            peak_rate_per_s: 100.0,
-            ..SEED
-        },
-    ];
-    let flags = [
-        "--rate",
-        "--timeout-fraction",
-        "--retention",
-        "--label-price",
-        "--peak-rate",
-    ];
-    for (params, flag) in bad.iter().zip(flags) {
-        let err = params.validate().unwrap_err().to_string();
-        assert!(err.contains(flag), "{err}");
+fn every_input_is_a_knob_and_bad_values_are_refused_naming_its_flag() {
+    use idemcalc::settings::flags::Flags;
+    use idemcalc::settings::knobs::{ESTIMATE, KNOBS};
+    for input in model::INPUTS {
+        assert!(
+            KNOBS
+                .iter()
+                .any(|k| k.flag == input.flag && k.commands & ESTIMATE != 0),
+            "{} names {}, which is not a flag of estimate",
+            input.name,
+            input.flag
+        );
     }
-    assert!(SEED.validate().is_ok());
+    for (knob, bad, flag) in [
+        ("rate_per_s", "0", "--rate"),
+        ("timeout_fraction", "1.5", "--timeout-fraction"),
+        ("retention", "-1s", "--retention"),
+        ("label_price_usd", "nan", "--label-price"),
+    ] {
+        let e = Flags::<ESTIMATE>::from_pairs(&[(knob, bad)])
+            .settings()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(flag), "{knob} = {bad}: {e}");
+    }
 }
 
 // ---- the retry distribution -----------------------------------------------------------------

@@ -251,10 +251,6 @@ impl Engine {
         self.store.as_mut()
     }
 
-    pub fn carrier(&self) -> &Arc<Carrier> {
-        &self.carrier
-    }
-
     /// The caller column as the scope switch has it.
     pub fn scope<'a>(&self, caller_id: &'a str) -> &'a str {
         match self.config.key_scope {

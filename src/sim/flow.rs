@@ -195,10 +195,6 @@ impl Flow {
         self.queue.peek().map(|Reverse((t, _))| *t)
     }
 
-    pub fn in_flight(&self) -> usize {
-        self.inflight.len()
-    }
-
     /// Runs the next event and reports what it did. `None` when nothing is scheduled.
     pub fn step(&mut self, out: &mut Vec<Observed>) -> Result<bool, EngineError> {
         let Some(Reverse((at_ms, seq))) = self.queue.pop() else {

@@ -251,10 +251,6 @@ impl GroupCommitStore {
         self.lock().store.set_wal_autocheckpoint(pages)
     }
 
-    pub fn policy(&self) -> GroupPolicy {
-        self.lock().policy
-    }
-
     pub fn stats(&self) -> GroupStats {
         self.lock().stats
     }

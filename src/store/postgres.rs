@@ -596,15 +596,6 @@ impl PgPool {
         &self.inner.options.schema
     }
 
-    pub fn size(&self) -> u32 {
-        self.inner.options.pool_size
-    }
-
-    /// Connections open right now (idle or handed out).
-    pub fn open_connections(&self) -> u32 {
-        self.pool.state().connections
-    }
-
     /// Closes the connections nobody is using. A session's statistics (`pg_stat_user_tables`)
     /// are flushed when it ends, so measurements call this before reading them; the pool opens
     /// new connections on demand afterwards.

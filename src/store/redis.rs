@@ -149,11 +149,6 @@ impl RedisStore {
         (&mut self.con, &self.url, &self.prefix, &self.labels)
     }
 
-    /// Deletes every key under the prefix: what dropping a scratch store means here.
-    pub fn drop_all(&mut self) -> Result<u64, StoreError> {
-        unlink_prefix(&mut self.con, &self.url, &self.prefix)
-    }
-
     /// Every record's name, from the expiry index.
     fn names(&mut self) -> Result<Vec<String>, StoreError> {
         let index = self.index();
