@@ -3,7 +3,7 @@
 //!
 //! It runs the same statements in the same transactions with the same commit mode as the engine
 //! (its own transaction each, or a savepoint each in a group commit), so the ratio of the two is
-//! what the engine adds. The statements are the ones `store/sqlite.rs` prepares; the test
+//! what the engine adds. The statements are the very text `store::sqlite::sql` holds; the test
 //! `baseline_leaves_the_rows_the_engine_leaves` in `tests/bench.rs` holds the two together.
 
 use super::fill::{CALLER, COST_CENTS, RETENTION_MS, label_body, tracking_no};
@@ -11,6 +11,7 @@ use super::serve::{Job, Service};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::store::group::GroupCommitStore;
+use crate::store::sqlite::sql::{COMPLETE_KEY, INSERT_KEY, INSERT_LABEL, SELECT_KEY, TAKE_OVER};
 use crate::store::{SqliteStore, Store, StoreError};
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
@@ -18,22 +19,6 @@ use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 const LEASE_MS: Millis = 30_000;
 /// The baseline does no hashing: every key it claims gets this request hash.
 const NO_HASH: [u8; 32] = [0; 32];
-
-const INSERT_KEY: &str = "INSERT INTO idempotency_keys
-                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (caller_id, idem_key) DO NOTHING";
-const LOCK_KEY: &str = "SELECT request_hash, state, locked_until, lease_token, response_status, \
-                           response_body, created_at, expires_at FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2";
-const TAKE_OVER: &str = "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
-                  WHERE caller_id = ?1 AND idem_key = ?2";
-const COMPLETE_KEY: &str = "UPDATE idempotency_keys
-                    SET state = 1, locked_until = NULL, lease_token = NULL,
-                        response_status = ?3, response_body = ?4, expires_at = ?5
-                  WHERE caller_id = ?1 AND idem_key = ?2
-                    AND state = 0 AND lease_token = ?6";
-const INSERT_LABEL: &str = "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING";
 
 /// The label row of parcel 1 of `order_id`, as the engine writes it (also the Redis bench's
 /// labels file and its fill).
@@ -153,7 +138,7 @@ impl Baseline {
                 return Ok((Claim::Owned, End::Commit));
             }
             let row = c
-                .prepare_cached(LOCK_KEY)?
+                .prepare_cached(SELECT_KEY)?
                 .query_row(params![CALLER, key], read_key_row)
                 .optional()?;
             let Some((state, locked_until)) = row else {

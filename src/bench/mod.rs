@@ -420,37 +420,31 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
         Some((e, b)) => (Some(e.stop()), Some(b.stop())),
         None => (None, None),
     };
-    let engine_group = group_stats(&engine_side.commits);
-    let baseline_group = group_stats(&baseline_side.commits);
     // Whatever happened, the WAL goes back into the database file before the report: an
     // interrupted or deferred run leaves no log behind to replay.
     let mut wal_ok = true;
     for path in [&engine_path, &baseline_path] {
         wal_ok &= truncate_wal(path, &options).is_ok();
     }
-    let engine_check = engine_side.check(&layout)?;
-    let baseline_check = baseline_side.check(&layout)?;
-    let machine = Machine::now(load_before);
-    Ok(Report::build(report::Parts {
-        config,
-        layout: &layout,
-        engine_store: pools[0].describe(),
-        baseline_store: pools[1].describe(),
-        kept: stores.kept(),
+    let measured = Measured {
+        load_before,
+        fill_s,
         slices,
         slices_run,
-        fill_s,
-        engine: (&engine_side.tally, engine_group, engine_ckpt, engine_check),
-        baseline: (
-            &baseline_side.tally,
-            baseline_group,
-            baseline_ckpt,
-            baseline_check,
-        ),
-        machine,
-        store: report::StoreParts::Sqlite,
-        wal_checkpointed: Some(wal_ok),
-    }))
+        stores: [pools[0].describe(), pools[1].describe()],
+        kept: stores.kept(),
+    };
+    finish(
+        config,
+        &layout,
+        measured,
+        [
+            (&mut engine_side, engine_ckpt),
+            (&mut baseline_side, baseline_ckpt),
+        ],
+        report::StoreParts::Sqlite,
+        Some(wal_ok),
+    )
 }
 
 /// `PRAGMA wal_checkpoint(TRUNCATE)` on a connection of its own.
@@ -527,28 +521,25 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         }
         None => Err("not asked for".to_string()),
     };
-    let engine_check = engine_side.check(&layout)?;
-    let baseline_check = baseline_side.check(&layout)?;
-    let machine = Machine::now(load_before);
-    let report = Report::build(report::Parts {
-        config,
-        layout: &layout,
-        engine_store: engine_pool.describe(),
-        baseline_store: baseline_pool.describe(),
-        kept: stores.kept(),
+    let measured = Measured {
+        load_before,
+        fill_s,
         slices,
         slices_run,
-        fill_s,
-        engine: (&engine_side.tally, None, None, engine_check),
-        baseline: (&baseline_side.tally, None, None, baseline_check),
-        machine,
-        store: report::StoreParts::Postgres(report::PgParts {
+        stores: [engine_pool.describe(), baseline_pool.describe()],
+        kept: stores.kept(),
+    };
+    finish(
+        config,
+        &layout,
+        measured,
+        [(&mut engine_side, None), (&mut baseline_side, None)],
+        report::StoreParts::Postgres(report::PgParts {
             pool_size: config.pool_size,
             pgbench,
         }),
-        wal_checkpointed: None,
-    });
-    Ok(report)
+        None,
+    )
 }
 
 fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError> {
@@ -573,27 +564,75 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
         || Ok(Box::new(redis::RedisBaseline::new(open(1)?))),
     )?;
     let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
-    let engine_check = engine_side.check(&layout)?;
-    let baseline_check = baseline_side.check(&layout)?;
-    let machine = Machine::now(load_before);
-    let report = Report::build(report::Parts {
-        config,
-        layout: &layout,
-        engine_store: pools[0].describe(),
-        baseline_store: pools[1].describe(),
-        kept: stores.kept(),
+    let measured = Measured {
+        load_before,
+        fill_s,
         slices,
         slices_run,
-        fill_s,
-        engine: (&engine_side.tally, None, None, engine_check),
-        baseline: (&baseline_side.tally, None, None, baseline_check),
-        machine,
-        store: report::StoreParts::Redis {
+        stores: [pools[0].describe(), pools[1].describe()],
+        kept: stores.kept(),
+    };
+    finish(
+        config,
+        &layout,
+        measured,
+        [(&mut engine_side, None), (&mut baseline_side, None)],
+        report::StoreParts::Redis {
             pool_size: config.pool_size,
         },
-        wal_checkpointed: None,
-    });
-    Ok(report)
+        None,
+    )
+}
+
+/// What any store's run has once it has measured, for the report.
+struct Measured {
+    load_before: Option<f64>,
+    fill_s: f64,
+    slices: u32,
+    slices_run: u32,
+    /// The engine's and the baseline's stores, as the report names them.
+    stores: [String; 2],
+    kept: bool,
+}
+
+/// Checks both sides' stores and builds the report: the same ending for every store.
+fn finish(
+    config: &BenchConfig,
+    layout: &Layout,
+    m: Measured,
+    sides: [(&mut Side, Option<checkpoint::CheckpointStats>); 2],
+    store: report::StoreParts,
+    wal_checkpointed: Option<bool>,
+) -> Result<Report, BenchError> {
+    let [(engine, engine_ckpt), (baseline, baseline_ckpt)] = sides;
+    let engine_check = engine.check(layout)?;
+    let baseline_check = baseline.check(layout)?;
+    let [engine_store, baseline_store] = m.stores;
+    Ok(Report::build(report::Parts {
+        config,
+        layout,
+        engine_store,
+        baseline_store,
+        kept: m.kept,
+        slices: m.slices,
+        slices_run: m.slices_run,
+        fill_s: m.fill_s,
+        engine: (
+            &engine.tally,
+            group_stats(&engine.commits),
+            engine_ckpt,
+            engine_check,
+        ),
+        baseline: (
+            &baseline.tally,
+            group_stats(&baseline.commits),
+            baseline_ckpt,
+            baseline_check,
+        ),
+        machine: Machine::now(m.load_before),
+        store,
+        wal_checkpointed,
+    }))
 }
 
 /// The two sides of a pooled store (PostgreSQL, Redis): one engine and one baseline per

@@ -16,6 +16,7 @@ use super::serve::{Job, Service};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::engine::request::request_hash;
+use crate::store::postgres::sql;
 use crate::store::{PostgresStore, Store, StoreError};
 use postgres::Statement;
 use serde::Serialize;
@@ -23,9 +24,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use uuid::Uuid;
-
-/// A claim's per-key advisory lock on a partitioned key table, as the store takes it.
-const CLAIM_LOCK: &str = "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))";
 
 /// The engine's default lease, so baseline claims look like the engine's.
 const LEASE_MS: Millis = 30_000;
@@ -182,44 +180,19 @@ impl PgBaseline {
         let prepared = (|| -> Result<BaselineStatements, postgres::Error> {
             Ok(BaselineStatements {
                 claim_lock: if partitioned {
-                    Some(client.prepare(CLAIM_LOCK)?)
+                    Some(client.prepare(sql::CLAIM_LOCK)?)
                 } else {
                     None
                 },
                 insert_key: client.prepare(if partitioned {
-                    "INSERT INTO idempotency_keys
-                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                     SELECT $1::text, $2::text, $3::bytea, 'started', $4::timestamptz, $5::uuid,
-                            $6::timestamptz, $7::timestamptz
-                      WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys
-                                         WHERE caller_id = $1 AND idem_key = $2)"
+                    sql::INSERT_KEY_PARTITIONED
                 } else {
-                    "INSERT INTO idempotency_keys
-                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                     VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
-                     ON CONFLICT (caller_id, idem_key) DO NOTHING"
+                    sql::INSERT_KEY
                 })?,
-                lock_key: client.prepare(
-                    "SELECT request_hash, state::text, locked_until, lease_token, response_status,
-                            response_body, created_at, expires_at
-                       FROM idempotency_keys WHERE caller_id = $1 AND idem_key = $2 FOR UPDATE",
-                )?,
-                take_over: client.prepare(
-                    "UPDATE idempotency_keys SET locked_until = $3, lease_token = $4
-                      WHERE caller_id = $1 AND idem_key = $2",
-                )?,
-                complete_key: client.prepare(
-                    "UPDATE idempotency_keys
-                        SET state = 'completed', locked_until = NULL, lease_token = NULL,
-                            response_status = $3, response_body = $4, expires_at = $5
-                      WHERE caller_id = $1 AND idem_key = $2
-                        AND state = 'started' AND lease_token = $6",
-                )?,
-                insert_label: client.prepare(
-                    "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id)
-                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                     ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING",
-                )?,
+                lock_key: client.prepare(sql::LOCK_KEY)?,
+                take_over: client.prepare(sql::TAKE_OVER)?,
+                complete_key: client.prepare(sql::COMPLETE_KEY)?,
+                insert_label: client.prepare(sql::INSERT_LABEL)?,
             })
         })();
         let st = prepared.map_err(|e| pg_err(&store, e))?;

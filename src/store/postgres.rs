@@ -278,10 +278,58 @@ struct Statements {
 }
 
 /// `state::text`: the driver reads an enum only as text.
-const KEY_COLUMNS: &str = "request_hash, state::text, locked_until, lease_token, response_status, \
-                           response_body, created_at, expires_at";
+macro_rules! key_columns {
+    () => {
+        "request_hash, state::text, locked_until, lease_token, response_status, response_body, created_at, expires_at"
+    };
+}
+const KEY_COLUMNS: &str = key_columns!();
 
-const LABEL_COLUMNS: &str = "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id";
+macro_rules! label_columns {
+    () => {
+        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id"
+    };
+}
+const LABEL_COLUMNS: &str = label_columns!();
+
+/// The statements of the engine's two transactions, as text. The store prepares them, and the
+/// bench's raw-SQL baseline (`bench::pg`) prepares the very same text, so the baseline runs the
+/// engine's SQL and nothing else.
+pub(crate) mod sql {
+    /// A claim's per-key lock on a partitioned key table, where no unique index can serialise
+    /// two claims of one key.
+    pub const CLAIM_LOCK: &str =
+        "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))";
+    pub const INSERT_KEY: &str = "INSERT INTO idempotency_keys
+           (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+         VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
+         ON CONFLICT (caller_id, idem_key) DO NOTHING";
+    /// [`INSERT_KEY`] after [`CLAIM_LOCK`]: inserts only if no record of the key exists.
+    pub const INSERT_KEY_PARTITIONED: &str = "INSERT INTO idempotency_keys
+           (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+         SELECT $1::text, $2::text, $3::bytea, 'started', $4::timestamptz, $5::uuid,
+                $6::timestamptz, $7::timestamptz
+          WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys
+                             WHERE caller_id = $1 AND idem_key = $2)";
+    pub const LOCK_KEY: &str = concat!(
+        "SELECT ",
+        key_columns!(),
+        " FROM idempotency_keys WHERE caller_id = $1 AND idem_key = $2 FOR UPDATE"
+    );
+    pub const TAKE_OVER: &str = "UPDATE idempotency_keys SET locked_until = $3, lease_token = $4
+          WHERE caller_id = $1 AND idem_key = $2";
+    pub const COMPLETE_KEY: &str = "UPDATE idempotency_keys
+            SET state = 'completed', locked_until = NULL, lease_token = NULL,
+                response_status = $3, response_body = $4, expires_at = $5
+          WHERE caller_id = $1 AND idem_key = $2
+            AND state = 'started' AND lease_token = $6";
+    pub const INSERT_LABEL: &str = concat!(
+        "INSERT INTO labels (",
+        label_columns!(),
+        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
+         ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
+    );
+}
 
 impl Statements {
     /// With `partitioned`, no unique index can span the partitions, so a claim is two
@@ -292,63 +340,30 @@ impl Statements {
     fn prepare(client: &mut Client, partitioned: bool) -> Result<Self, postgres::Error> {
         let (claim_lock, insert_key) = if partitioned {
             (
-                Some(client.prepare(
-                    "SELECT pg_advisory_xact_lock(hashtextextended($1 || chr(31) || $2, 0))",
-                )?),
-                client.prepare(
-                    "INSERT INTO idempotency_keys
-                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                     SELECT $1::text, $2::text, $3::bytea, 'started', $4::timestamptz, $5::uuid,
-                            $6::timestamptz, $7::timestamptz
-                      WHERE NOT EXISTS (SELECT 1 FROM idempotency_keys
-                                         WHERE caller_id = $1 AND idem_key = $2)",
-                )?,
+                Some(client.prepare(sql::CLAIM_LOCK)?),
+                client.prepare(sql::INSERT_KEY_PARTITIONED)?,
             )
         } else {
-            (
-                None,
-                client.prepare(
-                    "INSERT INTO idempotency_keys
-                       (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                     VALUES ($1, $2, $3, 'started', $4, $5, $6, $7)
-                     ON CONFLICT (caller_id, idem_key) DO NOTHING",
-                )?,
-            )
+            (None, client.prepare(sql::INSERT_KEY)?)
         };
         Ok(Self {
             claim_lock,
             insert_key,
-            lock_key: client.prepare(&format!(
-                "SELECT {KEY_COLUMNS} FROM idempotency_keys
-                  WHERE caller_id = $1 AND idem_key = $2
-                    FOR UPDATE"
-            ))?,
+            lock_key: client.prepare(sql::LOCK_KEY)?,
             get_key: client.prepare(&format!(
                 "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = $1 AND idem_key = $2"
             ))?,
-            take_over: client.prepare(
-                "UPDATE idempotency_keys SET locked_until = $3, lease_token = $4
-                  WHERE caller_id = $1 AND idem_key = $2",
-            )?,
+            take_over: client.prepare(sql::TAKE_OVER)?,
             release_lease: client.prepare(
                 "UPDATE idempotency_keys SET locked_until = $3
                   WHERE caller_id = $1 AND idem_key = $2 AND state = 'started' AND lease_token = $4",
             )?,
-            complete_key: client.prepare(
-                "UPDATE idempotency_keys
-                    SET state = 'completed', locked_until = NULL, lease_token = NULL,
-                        response_status = $3, response_body = $4, expires_at = $5
-                  WHERE caller_id = $1 AND idem_key = $2
-                    AND state = 'started' AND lease_token = $6",
-            )?,
+            complete_key: client.prepare(sql::COMPLETE_KEY)?,
             set_response_body: client.prepare(
                 "UPDATE idempotency_keys SET response_body = $3
                   WHERE caller_id = $1 AND idem_key = $2",
             )?,
-            insert_label: client.prepare(&format!(
-                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
-            ))?,
+            insert_label: client.prepare(sql::INSERT_LABEL)?,
             select_label: client.prepare(&format!(
                 "SELECT {LABEL_COLUMNS} FROM labels
                   WHERE order_id = $1 AND parcel_no = $2 AND label_version = $3

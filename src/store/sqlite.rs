@@ -260,8 +260,47 @@ fn token_from(bytes: Option<Vec<u8>>) -> Result<Option<LeaseToken>, StoreError> 
         .transpose()
 }
 
-const KEY_COLUMNS: &str = "request_hash, state, locked_until, lease_token, response_status, \
-                           response_body, created_at, expires_at";
+macro_rules! label_columns {
+    () => {
+        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id"
+    };
+}
+
+macro_rules! key_columns {
+    () => {
+        "request_hash, state, locked_until, lease_token, response_status, response_body, created_at, expires_at"
+    };
+}
+
+/// The statements of the engine's two transactions, as text. The store prepares them, and the
+/// bench's raw-SQL baseline (`bench::baseline`) prepares the very same text, so the baseline
+/// runs the engine's SQL and nothing else.
+pub(crate) mod sql {
+    pub const INSERT_KEY: &str = "INSERT INTO idempotency_keys
+           (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
+         VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)
+         ON CONFLICT (caller_id, idem_key) DO NOTHING";
+    /// Inside `BEGIN IMMEDIATE`, which already holds the write lock: a plain `SELECT` is the
+    /// `FOR UPDATE` here.
+    pub const SELECT_KEY: &str = concat!(
+        "SELECT ",
+        key_columns!(),
+        " FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
+    );
+    pub const TAKE_OVER: &str = "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
+          WHERE caller_id = ?1 AND idem_key = ?2";
+    pub const COMPLETE_KEY: &str = "UPDATE idempotency_keys
+            SET state = 1, locked_until = NULL, lease_token = NULL,
+                response_status = ?3, response_body = ?4, expires_at = ?5
+          WHERE caller_id = ?1 AND idem_key = ?2
+            AND state = 0 AND lease_token = ?6";
+    pub const INSERT_LABEL: &str = concat!(
+        "INSERT INTO labels (",
+        label_columns!(),
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
+         ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
+    );
+}
 
 fn key_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawKey> {
     Ok((
@@ -286,11 +325,9 @@ fn select_key(
     caller_id: &str,
     idem_key: &str,
 ) -> rusqlite::Result<Option<RawKey>> {
-    conn.prepare_cached(&format!(
-        "SELECT {KEY_COLUMNS} FROM idempotency_keys WHERE caller_id = ?1 AND idem_key = ?2"
-    ))?
-    .query_row(params![caller_id, idem_key], key_row)
-    .optional()
+    conn.prepare_cached(sql::SELECT_KEY)?
+        .query_row(params![caller_id, idem_key], key_row)
+        .optional()
 }
 
 struct KeyRowRaw {
@@ -336,18 +373,13 @@ fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LabelRow> {
     })
 }
 
-const LABEL_COLUMNS: &str = "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id";
+const LABEL_COLUMNS: &str = label_columns!();
 
 impl Tx for SqliteTx<'_> {
     fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
         let n = self
             .tx
-            .prepare_cached(
-                "INSERT INTO idempotency_keys
-                   (caller_id, idem_key, request_hash, state, locked_until, lease_token, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, 0, ?4, ?5, ?6, ?7)
-                 ON CONFLICT (caller_id, idem_key) DO NOTHING",
-            )
+            .prepare_cached(sql::INSERT_KEY)
             .and_then(|mut s| {
                 s.execute(params![
                     k.caller_id,
@@ -377,10 +409,7 @@ impl Tx for SqliteTx<'_> {
         locked_until_ms: Millis,
     ) -> Result<(), StoreError> {
         self.tx
-            .prepare_cached(
-                "UPDATE idempotency_keys SET locked_until = ?3, lease_token = ?4
-                  WHERE caller_id = ?1 AND idem_key = ?2",
-            )
+            .prepare_cached(sql::TAKE_OVER)
             .and_then(|mut s| {
                 s.execute(params![
                     caller_id,
@@ -421,13 +450,7 @@ impl Tx for SqliteTx<'_> {
     fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
         let n = self
             .tx
-            .prepare_cached(
-                "UPDATE idempotency_keys
-                    SET state = 1, locked_until = NULL, lease_token = NULL,
-                        response_status = ?3, response_body = ?4, expires_at = ?5
-                  WHERE caller_id = ?1 AND idem_key = ?2
-                    AND state = 0 AND lease_token = ?6",
-            )
+            .prepare_cached(sql::COMPLETE_KEY)
             .and_then(|mut s| {
                 s.execute(params![
                     d.caller_id,
@@ -461,10 +484,7 @@ impl Tx for SqliteTx<'_> {
     fn insert_label(&mut self, l: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
         let n = self
             .tx
-            .prepare_cached(&format!(
-                "INSERT INTO labels ({LABEL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
-            ))
+            .prepare_cached(sql::INSERT_LABEL)
             .and_then(|mut s| {
                 s.execute(params![
                     l.label_id,
