@@ -379,9 +379,22 @@ pub fn compare_stores(
             caveat: memory.then_some(REDIS_CAVEAT),
         }
     };
+    // The scenario's sweeper wherever it can run (partitions: PostgreSQL only), named in the
+    // row, so each store is measured with the layout the scenario asks for.
+    let sweeper = |stores: &Stores| match stores.spec() {
+        crate::store::StoreSpec::Postgres { .. } => sweeper_for(settings, first.retention_s),
+        _ => crate::store::Sweeper::Delete,
+    };
+    let name = |stores: &Stores| {
+        if sweeper(stores).partitioned() {
+            format!("{} (partitions sweeper)", stores.name())
+        } else {
+            stores.name().to_string()
+        }
+    };
     let mut rows = vec![row(
         main.kind(),
-        main.name().to_string(),
+        name(main),
         first.figures.bytes_per_record,
         first.figures.duplicate_labels_per_day,
     )];
@@ -399,10 +412,13 @@ pub fn compare_stores(
         )
         .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
         let open = |replicate: u32| {
-            stores.open(Slot {
-                replicate,
-                ..Slot::default()
-            })
+            stores.open_with(
+                Slot {
+                    replicate,
+                    ..Slot::default()
+                },
+                sweeper(&stores),
+            )
         };
         let sim = replay::simulate(
             &cfg,
@@ -417,7 +433,7 @@ pub fn compare_stores(
         let sim = sim.map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
         rows.push(row(
             stores.kind(),
-            stores.name().to_string(),
+            name(&stores),
             sim.bytes_per_record_measured,
             sim.duplicate_labels_per_day,
         ));
