@@ -207,3 +207,62 @@ fn evicted(admin: &mut redis::Connection) -> u64 {
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(0)
 }
+
+/// `simulate` on Redis with crashes inside txn 2: each crash that had bought a label leaves a
+/// completed record without one, and the detection signal counts them when they happen (it was
+/// read from the store at the end of the run, after the sweeper had purged them, and said 0).
+/// On SQLite the same crashes leave nothing completed.
+#[test]
+fn simulate_counts_completed_keys_without_a_label_as_they_happen() {
+    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
+    let Some(url) = std::env::var("IDEMCALC_REDIS_URL")
+        .ok()
+        .filter(|u| !u.is_empty())
+    else {
+        eprintln!("IDEMCALC_REDIS_URL is not set: skipped");
+        return;
+    };
+    let signal = |store: Option<&str>| {
+        let mut args = vec![
+            "simulate",
+            "--retention",
+            "10m",
+            "--duration",
+            "40m",
+            "--rate",
+            "20",
+            "--crash-rate",
+            "0.01",
+            "--crash-point",
+            "inside-txn2",
+            "--format",
+            "json",
+            "--quiet",
+        ];
+        if let Some(s) = store {
+            args.extend(["--store", s]);
+        }
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+            .args(&args)
+            .output()
+            .expect("run idemcalc");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let d = &v.get("runs").map_or(&v, |r| &r[0])["detection"];
+        (
+            d["completed_keys_without_label_per_day"].as_f64().unwrap(),
+            d["invoice_lines_without_label_per_day"].as_f64().unwrap(),
+        )
+    };
+    let (completed, invoiced) = signal(Some(&url));
+    // 20/s for a day at 1 % is 17,280 crashed attempts, nearly all after buying a label.
+    assert!(completed > 10_000.0, "{completed}");
+    // Every such record's label is on the carrier's invoice and not in the labels table.
+    assert!(completed <= invoiced * 1.0001, "{completed} vs {invoiced}");
+    let (completed, _) = signal(None);
+    assert_eq!(completed, 0.0);
+}

@@ -79,6 +79,18 @@ pub struct KeyRow {
     pub expires_at_ms: Millis,
 }
 
+impl KeyRow {
+    /// The label id a completed 201 record replays, `None` for any other record (or a body
+    /// without one): what a reconciliation checks against the labels table.
+    pub fn replayed_label_id(&self) -> Option<String> {
+        if self.state != KeyState::Completed || self.response_status != Some(201) {
+            return None;
+        }
+        let body: serde_json::Value = serde_json::from_str(self.response_body.as_deref()?).ok()?;
+        body["label_id"].as_str().map(str::to_string)
+    }
+}
+
 /// The `UPDATE … SET state = 'completed'` of txn 2, guarded by the lease token.
 #[derive(Debug, Clone)]
 pub struct Completion<'a> {

@@ -528,15 +528,13 @@ impl Store for RedisStore {
             let Some(row) = read_row(&mut self.con, &self.url, &name)? else {
                 continue;
             };
-            if row.state != KeyState::Completed || row.response_status != Some(201) {
-                continue;
-            }
-            let label_id = row
-                .response_body
-                .as_deref()
-                .and_then(|b| serde_json::from_str::<serde_json::Value>(b).ok())
-                .and_then(|v| v["label_id"].as_str().map(str::to_string));
-            if label_id.is_none_or(|id| !labels.contains(&id)) {
+            let completed_201 =
+                row.state == KeyState::Completed && row.response_status == Some(201);
+            if completed_201
+                && row
+                    .replayed_label_id()
+                    .is_none_or(|id| !labels.contains(&id))
+            {
                 completed_without_label += 1;
             }
         }
