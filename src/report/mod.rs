@@ -14,6 +14,7 @@
 pub mod charts;
 pub mod export;
 pub mod html;
+pub mod text;
 
 use std::path::{Path, PathBuf};
 

@@ -1,0 +1,560 @@
+//! Terminal text: what `estimate` and `simulate` print by default. Like the other exporters it
+//! formats figures already computed (through `format`) and computes none.
+
+use crate::decision::Recommendation;
+use crate::duration;
+use crate::format::{
+    Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
+    thousands, usd,
+};
+use crate::model::Estimate;
+use crate::sim::replay::{self, SimReport};
+use crate::traffic::{DAY_S, Head, Tail};
+
+/// The decision's sentences, after the sweep.
+pub fn decision(r: &Recommendation) -> String {
+    let mut out = String::from("\nDecision\n\n");
+    for note in &r.notes {
+        out.push_str(&wrap(note, 94, "  "));
+    }
+    out
+}
+
+/// Wraps a sentence at `width` columns, each line indented.
+fn wrap(text: &str, width: usize, indent: &str) -> String {
+    let mut out = String::new();
+    let mut line = String::new();
+    for word in text.split_whitespace() {
+        if !line.is_empty() && line.chars().count() + 1 + word.chars().count() > width {
+            out.push_str(indent);
+            out.push_str(&line);
+            out.push('\n');
+            line.clear();
+        }
+        if !line.is_empty() {
+            line.push(' ');
+        }
+        line.push_str(word);
+    }
+    if !line.is_empty() {
+        out.push_str(indent);
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// Durations in the tables: `24h (86,400 s)` reads both ways.
+fn duration_with_secs(secs: f64) -> String {
+    format!("{} ({} s)", human_duration(secs), thousands(secs))
+}
+
+/// `34.56M × 512 B` at one day's retention (as the seed writes it), `34.56M × 3 days × 512 B`
+/// otherwise.
+fn store_working(keys_per_day: f64, retention_s: f64, bytes_per_record: f64) -> String {
+    let days = retention_s / DAY_S;
+    let factor = if days == 1.0 {
+        String::new()
+    } else {
+        format!(" × {} days", significant(days, 4))
+    };
+    format!(
+        "{}{factor} × {}",
+        human_count(keys_per_day),
+        human_bytes(bytes_per_record)
+    )
+}
+
+/// The three tables of the seed's "In practice" section, then the retention sweep.
+pub fn estimate(e: &Estimate, source: &str) -> String {
+    let p = &e.params;
+    let mut out = String::new();
+    let pair = |a: &str, b: String| vec![a.to_string(), b];
+    let left_right = [Align::Left, Align::Left, Align::Right];
+
+    out.push_str("How big is the key store?\n\n  Assumptions\n");
+    out.push_str(&text_table(
+        &[],
+        &[
+            pair("Average label creates", rate_per_s(p.rate_per_s)),
+            pair("Peak label creates", rate_per_s(p.peak_rate_per_s)),
+            pair(
+                "Retention after completion",
+                duration_with_secs(p.retention_s),
+            ),
+            pair("Bytes per record", human_bytes(p.bytes_per_record)),
+        ],
+        &[],
+        4,
+    ));
+    out.push_str("\n  Working\n");
+    out.push_str(&text_table(
+        &[],
+        &[
+            vec![
+                "Keys per day".into(),
+                format!("{} × 86,400 s", rate_per_s(p.rate_per_s)),
+                human_count(e.keys_per_day),
+            ],
+            vec![
+                "Store size at average load".into(),
+                store_working(e.keys_per_day, p.retention_s, p.bytes_per_record),
+                format!("≈ {}", human_bytes(e.store_bytes)),
+            ],
+            vec![
+                "Keys if the peak lasted all day".into(),
+                format!("{} × 86,400 s", rate_per_s(p.peak_rate_per_s)),
+                human_count(e.peak_keys_per_day),
+            ],
+            vec![
+                "Worst-case store size".into(),
+                store_working(e.peak_keys_per_day, p.retention_s, p.bytes_per_record),
+                format!("≈ {}", human_bytes(e.peak_store_bytes)),
+            ],
+        ],
+        &left_right,
+        4,
+    ));
+
+    out.push_str("\nWhat the keys save\n\n  Assumptions\n");
+    out.push_str(&text_table(
+        &[],
+        &[
+            pair("Label creates per day", human_count(e.keys_per_day)),
+            pair("Calls that time out", percent(p.timeout_fraction)),
+            pair(
+                "Of those, already done server-side",
+                percent(p.done_fraction),
+            ),
+            pair("Average label price", usd(p.label_price_usd)),
+            pair(
+                "Cost of a parcel left unlabelled",
+                usd(p.unlabelled_parcel_usd),
+            ),
+            pair(
+                "Carrier's dedupe window",
+                human_duration(p.carrier_window_s),
+            ),
+            pair(
+                "Storage price",
+                format!("{}/GB-month", usd(p.storage_usd_per_gb_month)),
+            ),
+        ],
+        &[],
+        4,
+    ));
+    out.push_str("\n  Working, without keys\n");
+    let timed_out = human_count(e.timed_out_per_day);
+    out.push_str(&text_table(
+        &[],
+        &[
+            vec![
+                "Timed-out calls per day".into(),
+                format!("{} × {}", human_count(e.keys_per_day), p.timeout_fraction),
+                timed_out.clone(),
+            ],
+            vec![
+                "Duplicate labels if retried without keys".into(),
+                format!("{timed_out} × {}", p.done_fraction),
+                format!("{}/day", human_count(e.duplicates_without_keys_per_day)),
+            ],
+            vec![
+                "Money spent on duplicates".into(),
+                format!(
+                    "{} × {}",
+                    human_count(e.duplicates_without_keys_per_day),
+                    usd(p.label_price_usd)
+                ),
+                format!("{}/day", usd(e.duplicate_cost_without_keys_per_day)),
+            ],
+            vec![
+                "Parcels left unlabelled if never retried".into(),
+                format!("{timed_out} × {}", significant(1.0 - p.done_fraction, 6)),
+                format!("{}/day", human_count(e.stuck_without_retry_per_day)),
+            ],
+            vec![
+                "Cost of parcels left unlabelled".into(),
+                format!(
+                    "{} × {}",
+                    human_count(e.stuck_without_retry_per_day),
+                    usd(p.unlabelled_parcel_usd)
+                ),
+                format!("{}/day", usd(e.stuck_cost_without_retry_per_day)),
+            ],
+        ],
+        &left_right,
+        4,
+    ));
+
+    let retention = human_duration(p.retention_s);
+    let window = human_duration(e.duplicate_window_s);
+    let duplicate_fraction = p.done_fraction * (1.0 - e.retry_delay.cdf(e.duplicate_window_s));
+    out.push_str(&format!(
+        "\n  With keys, retention {retention}: late arrivals next to the real duplicates among them\n"
+    ));
+    out.push_str(&text_table(
+        &["", "Late arrivals after purge", "Real duplicates"],
+        &[
+            vec![
+                "Retry comes later than".into(),
+                retention.clone(),
+                window.clone(),
+            ],
+            vec![
+                "Share of timed-out calls".into(),
+                percent(e.late_after_purge_fraction),
+                percent(duplicate_fraction),
+            ],
+            vec![
+                "Working".into(),
+                format!("{timed_out} × {}", percent(e.late_after_purge_fraction)),
+                format!(
+                    "{timed_out} × {} × {}",
+                    p.done_fraction,
+                    percent(1.0 - e.retry_delay.cdf(e.duplicate_window_s))
+                ),
+            ],
+            vec![
+                "Per day".into(),
+                human_count(e.late_after_purge_per_day),
+                human_count(e.duplicate_labels_per_day),
+            ],
+            vec![
+                "Cost per day".into(),
+                "-".into(),
+                usd(e.duplicate_cost_per_day),
+            ],
+        ],
+        &[Align::Left, Align::Right, Align::Right],
+        4,
+    ));
+    out.push_str(&format!(
+        "    A late arrival is a duplicate only if its first attempt had run ({}) and the carrier\n    \
+         no longer knows the derived key: it must come after both our {retention} and the carrier's {}.\n\n",
+        percent(p.done_fraction),
+        human_duration(p.carrier_window_s),
+    ));
+    out.push_str(&text_table(
+        &[],
+        &[
+            vec![
+                "Storage cost".into(),
+                format!(
+                    "{} × {}/GB-month",
+                    human_bytes(e.store_bytes),
+                    usd(p.storage_usd_per_gb_month)
+                ),
+                format!("{}/day", usd(e.storage_cost_per_day)),
+            ],
+            vec![
+                "Total with keys".into(),
+                format!(
+                    "{} + {}",
+                    usd(e.storage_cost_per_day),
+                    usd(e.duplicate_cost_per_day)
+                ),
+                format!("{}/day", usd(e.total_cost_per_day)),
+            ],
+            vec![
+                "Saved against retrying without keys".into(),
+                format!(
+                    "{} − {}",
+                    usd(e.duplicate_cost_without_keys_per_day),
+                    usd(e.total_cost_per_day)
+                ),
+                format!("{}/day", usd(e.saving_per_day)),
+            ],
+        ],
+        &left_right,
+        4,
+    ));
+
+    out.push_str(&format!("\nHow late do retries arrive? ({source})\n\n"));
+    out.push_str(&late_table(e));
+
+    out.push_str(&format!(
+        "\nRetention sweep (storage at {}/GB-month, duplicates at {} each)\n\n",
+        usd(p.storage_usd_per_gb_month),
+        usd(p.label_price_usd)
+    ));
+    out.push_str(&sweep_table(e));
+    out.push_str(&format!(
+        "\n  Recommended retention: {}, {}/day, the cheapest in the sweep.\n",
+        human_duration(e.recommended_retention_s),
+        usd(e.recommended_total_cost_per_day)
+    ));
+    let horizon_s = e.retry_delay.max_horizon_s();
+    if e.recommended_retention_s >= horizon_s {
+        // The answer then rests on an assumption, not on data: say which flag moves it.
+        out.push_str(&format!(
+            "  No retry is assumed to arrive after {} (the distribution's horizon; set it with\n  \
+             --retry-horizon or a measured --retry-cdf), so keeping keys longer only adds storage.\n",
+            human_duration(horizon_s)
+        ));
+    }
+    out
+}
+
+/// The distribution's points, with its head and tail ends and the retention marked.
+fn late_table(e: &Estimate) -> String {
+    let dist = &e.retry_delay;
+    let retention_s = e.params.retention_s;
+    let mut rows: Vec<(f64, String)> = Vec::new();
+    if let Head::LogUniform { min_delay_s } = dist.head() {
+        rows.push((min_delay_s, "earliest retry".into()));
+    }
+    for &(delay_s, _) in dist.points() {
+        rows.push((delay_s, String::new()));
+    }
+    if dist.points().last().is_some_and(|p| p.1 < 1.0) {
+        rows.push((dist.max_horizon_s(), "horizon".into()));
+    }
+    match rows.iter_mut().find(|r| r.0 == retention_s) {
+        Some(row) => row.1 = "◀ retention".into(),
+        None => rows.push((retention_s, "◀ retention".into())),
+    }
+    rows.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let table: Vec<Vec<String>> = rows
+        .into_iter()
+        .map(|(delay_s, note)| {
+            vec![
+                human_duration(delay_s),
+                percent(dist.cdf(delay_s)),
+                human_count(e.timed_out_per_day * dist.survival(delay_s)),
+                note,
+            ]
+        })
+        .collect();
+    let mut out = text_table(
+        &[
+            "Time since the first attempt",
+            "Arrived",
+            "Later than this, per day",
+            "",
+        ],
+        &table,
+        &[Align::Left, Align::Right, Align::Right, Align::Left],
+        4,
+    );
+    let head = match dist.head() {
+        Head::LogUniform { min_delay_s } => {
+            format!("spread log-uniformly from {}", human_duration(min_delay_s))
+        }
+        Head::AtFirstPoint => "all at that delay".into(),
+    };
+    let (first_s, first_cdf) = dist.points()[0];
+    let &(last_s, last_cdf) = dist.points().last().expect("at least two points");
+    out.push_str(&format!(
+        "    Between points: linear in log-time. Up to {}: {} {head}.\n",
+        human_duration(first_s),
+        percent(first_cdf)
+    ));
+    if last_cdf < 1.0 {
+        let tail = match dist.tail() {
+            Tail::LogLinear { max_horizon_s } => format!(
+                "linear in log-time to 100% at {}",
+                human_duration(max_horizon_s)
+            ),
+            Tail::AtHorizon { max_horizon_s } => {
+                format!("all of it at {}", human_duration(max_horizon_s))
+            }
+        };
+        out.push_str(&format!(
+            "    After {}: the last {} {tail}.\n",
+            human_duration(last_s),
+            percent(1.0 - last_cdf)
+        ));
+    }
+    out
+}
+
+fn sweep_table(e: &Estimate) -> String {
+    let rows: Vec<Vec<String>> = e
+        .retention_sweep
+        .iter()
+        .map(|r| {
+            let mut marks = Vec::new();
+            if r.retention_s == e.params.retention_s {
+                marks.push("◀ retention");
+            }
+            if r.retention_s == e.recommended_retention_s {
+                marks.push("◀ cheapest");
+            }
+            vec![
+                r.retention.clone(),
+                human_bytes(r.store_bytes),
+                human_count(r.late_after_purge_per_day),
+                human_count(r.duplicate_labels_per_day),
+                usd(r.storage_cost_per_day),
+                usd(r.duplicate_cost_per_day),
+                usd(r.total_cost_per_day),
+                marks.join(" "),
+            ]
+        })
+        .collect();
+    text_table(
+        &[
+            "Retention",
+            "Store",
+            "Late/day",
+            "Duplicates/day",
+            "Storage/day",
+            "Duplicates $/day",
+            "Total/day",
+            "",
+        ],
+        &rows,
+        &[
+            Align::Left,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Right,
+            Align::Left,
+        ],
+        4,
+    )
+}
+
+/// The human summary: each figure with its interval and the model's value beside it.
+pub fn simulation(r: &SimReport) -> String {
+    use crate::format::{estimate_interval, human_bytes, human_count, per_day, usd};
+    // An interrupted run says how much simulated time its figures actually cover.
+    let covered = if r.interrupted {
+        format!(
+            "{} of {} simulated, interrupted",
+            duration::format_secs(r.simulated_seconds.round()),
+            duration::format_secs(r.arrival_seconds.round())
+        )
+    } else {
+        format!(
+            "{} simulated",
+            duration::format_secs(r.arrival_seconds.round())
+        )
+    };
+    let mut out = format!(
+        "Simulation at {}/s, retention {} (seed {}, {} replicate{}, {covered}, {:.1} s wall)\n",
+        human_count(r.rate),
+        r.retention,
+        r.seed,
+        r.replicates,
+        if r.replicates == 1 { "" } else { "s" },
+        r.wall_seconds
+    );
+    out.push_str(&format!(
+        "Replayed {} intents ({} requests) on {}; ordinary calls sampled at {:.3} %, timed-out calls at {:.1} %\n\n",
+        human_count(r.replayed_intents as f64),
+        human_count(r.replayed_requests as f64),
+        r.store,
+        r.sample_ordinary * 100.0,
+        r.sample_timed_out * 100.0
+    ));
+    out.push_str(&format!(
+        "{:<32} {:>14} {:>27} {:>14}\n",
+        "figure", "measured", "95% interval", "model"
+    ));
+    let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
+        format!(
+            "{:<32} {:>14} {:>27} {:>14}\n",
+            name,
+            fmt(f.estimate),
+            estimate_interval(f.estimate, f.ci95_low, f.ci95_high, fmt),
+            fmt(f.analytic)
+        )
+    };
+    let bytes = |v: f64| format!("{v:.0} B");
+    let count = human_count;
+    let gb = human_bytes;
+    let money = |v: f64| format!("{}/day", usd(v));
+    out.push_str(&row(
+        "bytes per record",
+        &r.bytes_per_record_measured,
+        &bytes,
+    ));
+    out.push_str(&row(
+        "records in the store (steady)",
+        &r.store_records_steady,
+        &count,
+    ));
+    out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
+    out.push_str(&row("timed-out calls", &r.timed_out_per_day, &per_day));
+    out.push_str(&row(
+        "late arrivals after purge",
+        &r.late_after_purge_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "duplicate labels",
+        &r.duplicate_labels_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "money on duplicates",
+        &r.duplicate_cost_per_day,
+        &money,
+    ));
+    out.push_str(&row(
+        "parcels left unlabelled",
+        &r.unlabelled_per_day,
+        &per_day,
+    ));
+    out.push_str("\nDetection signals (per day at full traffic)\n");
+    let d = &r.detection;
+    for (name, v) in [
+        ("parcels with two labels", d.parcels_with_two_labels_per_day),
+        (
+            "requests carrying a purged key",
+            d.purged_key_requests_per_day,
+        ),
+        ("replays to another caller", d.cross_caller_replays_per_day),
+        (
+            "invoice lines without a label",
+            d.invoice_lines_without_label_per_day,
+        ),
+        (
+            "takeovers while the owner runs",
+            d.takeovers_while_running_per_day,
+        ),
+        ("takeovers of an expired lease", d.takeovers_per_day),
+        (
+            "labels without a completed key",
+            d.labels_without_completed_key_per_day,
+        ),
+        (
+            "completed keys without a label",
+            d.completed_keys_without_label_per_day,
+        ),
+    ] {
+        out.push_str(&format!("  {name:<34} {v:>12.1}\n"));
+    }
+    out.push_str("\nResponses (replayed, and per day at full traffic)\n");
+    for o in &r.outcomes {
+        out.push_str(&format!(
+            "  {} {:<28} {:>10} {:>16}\n",
+            o.status,
+            o.code
+                .clone()
+                .unwrap_or_else(|| format!("{:?}", o.outcome).to_lowercase()),
+            o.replayed,
+            human_count(o.per_day)
+        ));
+    }
+    for note in &r.notes {
+        out.push_str(&format!("\nnote: {note}"));
+    }
+    if !r.notes.is_empty() {
+        out.push('\n');
+    }
+    let inv = &r.invariants;
+    out.push_str(&format!(
+        "\nInvariants: {} (integrity {}, most labels per parcel {}, completed keys without label {}, replays byte-identical {})\n\n",
+        if inv.hold { "hold" } else { "BROKEN" },
+        if inv.integrity_ok { "ok" } else { "FAILED" },
+        inv.max_labels_per_parcel,
+        inv.completed_without_label,
+        if inv.replays_byte_identical { "yes" } else { "NO" }
+    ));
+    out
+}
