@@ -67,6 +67,21 @@ pub struct Columns {
     pub weight: String,
 }
 
+impl Columns {
+    /// Every column, in the order each reader reads them.
+    fn all(&self) -> [&String; 7] {
+        [
+            &self.time,
+            &self.caller,
+            &self.key,
+            &self.status,
+            &self.response_bytes,
+            &self.replayed,
+            &self.weight,
+        ]
+    }
+}
+
 impl Default for Columns {
     fn default() -> Self {
         Columns {
@@ -434,15 +449,7 @@ impl<'o> Reader<'o> {
     #[cfg(feature = "tables")]
     fn read_frame(&mut self, path: &Path, df: &DataFrame) -> Result<(), FitError> {
         let c = &self.options.columns;
-        let names = [
-            &c.time,
-            &c.caller,
-            &c.key,
-            &c.status,
-            &c.response_bytes,
-            &c.replayed,
-            &c.weight,
-        ];
+        let names = c.all();
         for required in [&c.time, &c.key] {
             if df.column(required).is_err() {
                 let found: Vec<String> = df
@@ -554,19 +561,12 @@ impl<'o> Reader<'o> {
         let mut reader = ParquetReader::new(file);
         let schema = reader.schema().map_err(|e| file_err(path, e.to_string()))?;
         let c = &self.options.columns;
-        let wanted: Vec<String> = [
-            &c.time,
-            &c.caller,
-            &c.key,
-            &c.status,
-            &c.response_bytes,
-            &c.replayed,
-            &c.weight,
-        ]
-        .into_iter()
-        .filter(|n| schema.contains(n))
-        .cloned()
-        .collect();
+        let wanted: Vec<String> = c
+            .all()
+            .into_iter()
+            .filter(|n| schema.contains(n))
+            .cloned()
+            .collect();
         let df = reader
             .with_columns(Some(wanted))
             .finish()
@@ -576,16 +576,8 @@ impl<'o> Reader<'o> {
 
     fn read_ndjson(&mut self, path: &Path) -> Result<(), FitError> {
         let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
-        let c = self.options.columns.clone();
-        let names = [
-            c.time,
-            c.caller,
-            c.key,
-            c.status,
-            c.response_bytes,
-            c.replayed,
-            c.weight,
-        ];
+        let columns = self.options.columns.clone();
+        let names = columns.all();
         for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
             let line = line.map_err(|e| file_err(path, e.to_string()))?;
             if line.trim().is_empty() {
@@ -603,13 +595,13 @@ impl<'o> Reader<'o> {
                 _ => Cell::Null,
             };
             let cells = [
-                cell(&names[0]),
-                cell(&names[1]),
-                cell(&names[2]),
-                cell(&names[3]),
-                cell(&names[4]),
-                cell(&names[5]),
-                cell(&names[6]),
+                cell(names[0]),
+                cell(names[1]),
+                cell(names[2]),
+                cell(names[3]),
+                cell(names[4]),
+                cell(names[5]),
+                cell(names[6]),
             ];
             self.row(path, index, cells);
         }
