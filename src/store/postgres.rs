@@ -1480,8 +1480,8 @@ impl Store for PostgresStore {
     }
 
     /// Sizes of the relation files: heap with its TOAST table, free-space and visibility maps,
-    /// and each index. The primary-key index is counted with the table, as SQLite's
-    /// WITHOUT ROWID table is its primary-key b-tree.
+    /// and each index. The primary-key index is counted with the table, as SQLite counts its
+    /// own.
     fn bytes(&mut self) -> Result<StoreBytes, StoreError> {
         let sql = match self.pool.inner.options.sweeper {
             Sweeper::Delete => {
