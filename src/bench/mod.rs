@@ -431,19 +431,19 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
         fill_s,
         slices,
         slices_run,
-        stores: [pools[0].describe(), pools[1].describe()],
-        kept: stores.kept(),
+        wal_checkpointed: Some(wal_ok),
     };
     finish(
         config,
         &layout,
+        stores,
+        &pools,
         measured,
         [
             (&mut engine_side, engine_ckpt),
             (&mut baseline_side, baseline_ckpt),
         ],
         report::StoreParts::Sqlite,
-        Some(wal_ok),
     )
 }
 
@@ -475,14 +475,15 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
     let load_before = report::load_average();
     let extra: &[&str] = if config.pgbench { &["pgbench"] } else { &[] };
     let pools = create(stores, config, extra)?;
-    let pools: Vec<&PgPool> = pools
+    let pg_pools: Vec<&PgPool> = pools
         .iter()
         .map(|p| {
             p.postgres()
                 .expect("a PostgreSQL spec gives PostgreSQL stores")
         })
         .collect();
-    let (engine_pool, baseline_pool, pgbench_pool) = (pools[0], pools[1], pools.get(2).copied());
+    let (engine_pool, baseline_pool, pgbench_pool) =
+        (pg_pools[0], pg_pools[1], pg_pools.get(2).copied());
     let layout = config.layout();
 
     let fill_started = Instant::now();
@@ -490,13 +491,9 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
     // Every record a run writes expires within a day and the run's length of now: the
     // partitions for that span exist before the fill, so neither side creates one mid-run.
     let until = now + fill::RETENTION_MS + crate::duration::ms(config.duration) * 2 + 60_000;
-    for pool in &pools {
+    for pool in &pg_pools {
         pool.create_partitions(now, until)?;
-    }
-    pg::fill(&mut engine_pool.get()?, &layout, now)?;
-    pg::fill(&mut baseline_pool.get()?, &layout, now)?;
-    if let Some(p) = &pgbench_pool {
-        pg::fill(&mut p.get()?, &layout, now)?;
+        pg::fill(&mut pool.get()?, &layout, now)?;
     }
     let fill_s = fill_started.elapsed().as_secs_f64();
 
@@ -526,19 +523,19 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         fill_s,
         slices,
         slices_run,
-        stores: [engine_pool.describe(), baseline_pool.describe()],
-        kept: stores.kept(),
+        wal_checkpointed: None,
     };
     finish(
         config,
         &layout,
+        stores,
+        &pools,
         measured,
         [(&mut engine_side, None), (&mut baseline_side, None)],
         report::StoreParts::Postgres(report::PgParts {
             pool_size: config.pool_size,
             pgbench,
         }),
-        None,
     )
 }
 
@@ -569,18 +566,18 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
         fill_s,
         slices,
         slices_run,
-        stores: [pools[0].describe(), pools[1].describe()],
-        kept: stores.kept(),
+        wal_checkpointed: None,
     };
     finish(
         config,
         &layout,
+        stores,
+        &pools,
         measured,
         [(&mut engine_side, None), (&mut baseline_side, None)],
         report::StoreParts::Redis {
             pool_size: config.pool_size,
         },
-        None,
     )
 }
 
@@ -590,30 +587,30 @@ struct Measured {
     fill_s: f64,
     slices: u32,
     slices_run: u32,
-    /// The engine's and the baseline's stores, as the report names them.
-    stores: [String; 2],
-    kept: bool,
+    /// SQLite only: whether both WALs went back into their database files.
+    wal_checkpointed: Option<bool>,
 }
 
-/// Checks both sides' stores and builds the report: the same ending for every store.
+/// Checks both sides' stores and builds the report: the same ending for every store. `pools`
+/// are the run's stores, the engine's first and the baseline's second.
 fn finish(
     config: &BenchConfig,
     layout: &Layout,
+    stores: &Stores,
+    pools: &[StorePool],
     m: Measured,
     sides: [(&mut Side, Option<checkpoint::CheckpointStats>); 2],
     store: report::StoreParts,
-    wal_checkpointed: Option<bool>,
 ) -> Result<Report, BenchError> {
     let [(engine, engine_ckpt), (baseline, baseline_ckpt)] = sides;
     let engine_check = engine.check(layout)?;
     let baseline_check = baseline.check(layout)?;
-    let [engine_store, baseline_store] = m.stores;
     Ok(Report::build(report::Parts {
         config,
         layout,
-        engine_store,
-        baseline_store,
-        kept: m.kept,
+        engine_store: pools[0].describe(),
+        baseline_store: pools[1].describe(),
+        kept: stores.kept(),
         slices: m.slices,
         slices_run: m.slices_run,
         fill_s: m.fill_s,
@@ -631,7 +628,7 @@ fn finish(
         ),
         machine: Machine::now(m.load_before),
         store,
-        wal_checkpointed,
+        wal_checkpointed: m.wal_checkpointed,
     }))
 }
 

@@ -443,17 +443,10 @@ impl StorePool {
         match self {
             StorePool::Sqlite { path, options } => Ok(Box::new(SqliteStore::open(path, options)?)),
             StorePool::Postgres(pool) => Ok(Box::new(pool.get()?)),
-            StorePool::Redis {
-                url,
-                prefix,
-                labels_path,
-                labels,
-            } => Ok(Box::new(RedisStore::open_with(
-                url,
-                prefix,
-                labels_path,
-                labels,
-            )?)),
+            StorePool::Redis { .. } => {
+                let store = self.redis().expect("a Redis pool opens a Redis store")?;
+                Ok(Box::new(store))
+            }
         }
     }
 

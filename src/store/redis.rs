@@ -119,16 +119,7 @@ impl RedisStore {
         labels_path: &Path,
         labels: &SqliteOptions,
     ) -> Result<Self, StoreError> {
-        let client = redis::Client::open(url).map_err(|e| StoreError::Spec {
-            spec: url.to_string(),
-            message: format!("not a Redis URL: {e}"),
-        })?;
-        let con = client.get_connection().map_err(|e| StoreError::Open {
-            location: url.to_string(),
-            message: format!(
-                "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
-            ),
-        })?;
+        let con = connect(url)?;
         let labels = SqliteStore::open(labels_path, labels)?;
         Ok(RedisStore {
             con,
@@ -158,24 +149,28 @@ impl RedisStore {
     }
 }
 
+/// A connection to the server at `url`; the errors say whether the URL or the server is wrong.
+fn connect(url: &str) -> Result<Connection, StoreError> {
+    let client = redis::Client::open(url).map_err(|e| StoreError::Spec {
+        spec: url.to_string(),
+        message: format!("not a Redis URL: {e}"),
+    })?;
+    client.get_connection().map_err(|e| StoreError::Open {
+        location: url.to_string(),
+        message: format!(
+            "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
+        ),
+    })
+}
+
 /// Deletes every key under `prefix` on the server at `url` (a scratch store's cleanup).
 pub fn drop_prefix(url: &str, prefix: &str) -> Result<u64, StoreError> {
-    let mut con = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| err(url, e))?;
-    unlink_prefix(&mut con, url, prefix)
+    unlink_prefix(&mut connect(url)?, url, prefix)
 }
 
 /// Whether any key lives under `prefix` on the server at `url` (a record or the expiry index).
 pub fn holds_keys(url: &str, prefix: &str) -> Result<bool, StoreError> {
-    let mut con = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .map_err(|e| StoreError::Open {
-            location: url.to_string(),
-            message: format!(
-                "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
-            ),
-        })?;
+    let mut con = connect(url)?;
     let mut names = con
         .scan_match::<_, String>(format!("{prefix}:*"))
         .map_err(|e| err(url, e))?;

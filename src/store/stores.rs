@@ -234,7 +234,7 @@ impl Stores {
         };
         match &self.spec {
             StoreSpec::Sqlite(path) => {
-                let path = self.sqlite_path(path, slot);
+                let path = suffixed(path, &slot.suffix());
                 // Open once now so a bad path fails here, naming it.
                 SqliteStore::open(&path, &sqlite)?;
                 Ok(StorePool::Sqlite {
@@ -297,7 +297,7 @@ impl Stores {
         };
         match &self.spec {
             StoreSpec::Sqlite(path) => {
-                let path = self.sqlite_path(path, slot);
+                let path = suffixed(path, &slot.suffix());
                 if path.exists() {
                     // Another run's file says whose it is, rather than only that it exists.
                     super::exclusive::hold_sqlite(&path)?;
@@ -353,10 +353,6 @@ impl Stores {
                 Ok(None)
             }
         }
-    }
-
-    fn sqlite_path(&self, path: &Path, slot: Slot) -> PathBuf {
-        suffixed(path, &slot.suffix())
     }
 
     /// The schema or prefix of `slot`: the named one with the slot's suffix, else a scratch name.
