@@ -15,6 +15,13 @@ use statrs::distribution::{ContinuousCDF as _, LogNormal};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
+/// The carrier latency `timeout_fraction` is calibrated against: `simulate`'s defaults, 30 ms
+/// median and 100 ms p99 (log-normal).
+pub const SEED_CARRIER_LATENCY: Latency = Latency::LogNormal {
+    median_ms: 30.0,
+    p99_ms: 100.0,
+};
+
 /// The carrier's own limit on an idempotency key, as Stripe's: 255 characters. A longer key is
 /// refused, never truncated, since truncation would merge two keys that share a prefix.
 pub const MAX_KEY_BYTES: usize = 255;
@@ -156,11 +163,11 @@ impl Default for CarrierConfig {
     fn default() -> Self {
         Self {
             // The latencies the seed's 0.1 % timeout rate is calibrated against.
-            latency: crate::sim::replay::SEED_CARRIER_LATENCY,
+            latency: SEED_CARRIER_LATENCY,
             hang_fraction: 0.0,
             hang_ms: 60_000,
             error_fraction: 0.0,
-            window_ms: 86_400_000,
+            window_ms: crate::duration::DAY_MS,
             price_cents: 600,
             seed: 1,
         }

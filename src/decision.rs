@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::format::{human_bytes, human_count, human_duration, usd};
 use crate::model::{self, FormulaError, ModelParams, SWEEP_RETENTIONS_S};
-use crate::traffic::RetryDelay;
+use crate::traffic::{RetryDelay, RetryEvidence};
 
 /// Default target: fewer than one real duplicate label a month (1/30 per day). A duplicate is
 /// a customer-visible double charge; a risk target people can state ("less than once a month")
@@ -64,20 +64,6 @@ pub struct Targets {
     pub max_cost_per_day: Option<f64>,
 }
 
-impl Targets {
-    /// A scenario's `[budgets]` as targets; without a duplicates budget the default risk target
-    /// applies.
-    pub fn from_budgets(b: &crate::scenario::Budgets) -> Self {
-        Targets {
-            max_duplicates_per_day: b
-                .max_duplicates_per_day
-                .unwrap_or(DEFAULT_MAX_DUPLICATES_PER_DAY),
-            max_store_gb: b.max_store_gb,
-            max_cost_per_day: b.max_cost_per_day,
-        }
-    }
-}
-
 impl Default for Targets {
     fn default() -> Self {
         Targets {
@@ -86,17 +72,6 @@ impl Default for Targets {
             max_cost_per_day: None,
         }
     }
-}
-
-/// How much data stands behind a fitted retry distribution (from `idemcalc fit`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct RetryEvidence {
-    /// Later requests for an already-seen key: the retries the CDF was built from.
-    pub retries: u64,
-    /// The latest delay observed from a key's first request to a later one, seconds.
-    pub latest_retry_s: f64,
-    /// Time the log covers, seconds: no delay longer than this could have been seen.
-    pub log_span_s: f64,
 }
 
 /// One candidate retention with what it costs.
@@ -144,9 +119,9 @@ pub struct Recommendation {
     /// budgets (if any fits them), to show how far the duplicates target is.
     pub closest: Option<Choice>,
     /// The cheapest retention (storage plus duplicate labels), the shorter one on a tie.
-    pub cost_optimal: Choice,
+    pub cheapest: Choice,
     /// The cheapest retention is the horizon, so it rests on the assumed horizon, not on data.
-    pub cost_optimal_is_assumption: bool,
+    pub cheapest_is_assumption: bool,
     pub evidence: Option<RetryEvidence>,
     /// Whether duplicates count on the carrier's window (see [`DecisionInputs`]).
     pub count_carrier_window: bool,
@@ -218,7 +193,7 @@ fn choice(
         Some([low, high]) => {
             let lo = at(low)?;
             let hi = at(high)?;
-            (Some([lo["store_bytes"], hi["store_bytes"]]), Some(hi))
+            (Some([lo.store_bytes, hi.store_bytes]), Some(hi))
         }
         None => (None, None),
     };
@@ -229,20 +204,20 @@ fn choice(
     Ok(Choice {
         retention_s,
         retention: human_duration(retention_s),
-        store_bytes: v["store_bytes"],
+        store_bytes: v.store_bytes,
         store_bytes_ci95,
-        store_bytes_all_replicas: v["store_bytes"] * params.replicas,
-        late_after_purge_per_day: v["late_after_purge_per_day"],
-        duplicate_labels_per_day: v["duplicate_labels_per_day"],
-        storage_cost_per_day: v["storage_cost_per_day"],
-        total_cost_per_day: v["total_cost_per_day"],
-        meets_duplicates: v["duplicate_labels_per_day"] <= t.max_duplicates_per_day,
+        store_bytes_all_replicas: v.store_bytes * params.replicas,
+        late_after_purge_per_day: v.late_after_purge_per_day,
+        duplicate_labels_per_day: v.duplicate_labels_per_day,
+        storage_cost_per_day: v.storage_cost_per_day,
+        total_cost_per_day: v.total_cost_per_day,
+        meets_duplicates: v.duplicate_labels_per_day <= t.max_duplicates_per_day,
         meets_store: t
             .max_store_gb
-            .is_none_or(|gb| worst["store_bytes"] <= gb * 1e9),
+            .is_none_or(|gb| worst.store_bytes <= gb * 1e9),
         meets_cost: t
             .max_cost_per_day
-            .is_none_or(|usd| worst["total_cost_per_day"] <= usd),
+            .is_none_or(|usd| worst.total_cost_per_day <= usd),
         relies_on_carrier_window: retention_s < carrier_window_s,
     })
 }
@@ -273,12 +248,12 @@ pub fn decide(
             .cloned(),
     };
     // `min_by` keeps the first of equal minima: a tie goes to the shorter retention.
-    let cost_optimal = candidates
+    let cheapest = candidates
         .iter()
         .min_by(|a, b| a.total_cost_per_day.total_cmp(&b.total_cost_per_day))
         .cloned()
         .expect("the horizon is always a candidate");
-    let cost_optimal_is_assumption = cost_optimal.retention_s >= horizon_s;
+    let cheapest_is_assumption = cheapest.retention_s >= horizon_s;
     let mut rec = Recommendation {
         targets: inputs.targets,
         replicas: params.replicas,
@@ -287,8 +262,8 @@ pub fn decide(
         horizon_s,
         recommended,
         closest,
-        cost_optimal,
-        cost_optimal_is_assumption,
+        cheapest,
+        cheapest_is_assumption,
         evidence: inputs.evidence.clone(),
         count_carrier_window: inputs.count_carrier_window,
         notes: Vec::new(),
@@ -382,7 +357,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             targets_text(&rec.targets)
         )),
     }
-    let o = &rec.cost_optimal;
+    let o = &rec.cheapest;
     out.push(format!(
         "Cheapest retention: {}, {}/day ({} real duplicates, a store of {}).",
         o.retention,
@@ -390,7 +365,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
         per_day(o.duplicate_labels_per_day),
         store_text(o, replicas),
     ));
-    if rec.cost_optimal_is_assumption {
+    if rec.cheapest_is_assumption {
         let mut s = format!(
             "That is the retry distribution's horizon ({}), an assumption, not a measurement: no retry is assumed later, so keeping keys longer only adds storage. Move it with --retry-horizon or a measured --retry-cdf.",
             human_duration(rec.horizon_s)
@@ -399,9 +374,9 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             s.push_str(&format!(
                 " The fitted log holds {} retries over {}; the latest came {} after its first request, so beyond {} the tail is not data.",
                 human_count(e.retries as f64),
-                crate::fit::approx_duration(e.log_span_s),
-                crate::fit::approx_duration(e.latest_retry_s),
-                crate::fit::approx_duration(e.latest_retry_s),
+                crate::format::approx_duration(e.log_span_s),
+                crate::format::approx_duration(e.latest_retry_s),
+                crate::format::approx_duration(e.latest_retry_s),
             ));
         }
         out.push(s);

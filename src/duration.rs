@@ -8,9 +8,15 @@
 
 use std::time::Duration;
 
+/// Seconds in a day: the period of a daily load profile and the unit of every "per day"
+/// figure; retentions, windows and daily counts are measured in it.
+pub const DAY_S: f64 = 86_400.0;
+/// One day in the engine's and the clock's milliseconds.
+pub const DAY_MS: i64 = 86_400_000;
+
 /// The longest duration anything accepts: 100 years. Per-setting limits (settings::knobs) are
 /// tighter; this one only guarantees that milliseconds fit an `i64` with room to add.
-pub const MAX_S: f64 = 100.0 * 365.0 * 86_400.0;
+pub const MAX_S: f64 = 100.0 * 365.0 * DAY_S;
 
 /// A duration that could not be parsed; carries the offending text so callers can name it.
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +52,7 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
                 "s" => 1.0,
                 "m" | "min" => 60.0,
                 "h" => 3600.0,
-                "d" => 86_400.0,
+                "d" => DAY_S,
                 _ => return Err(err(None)),
             };
             let secs = value * unit_s;
@@ -79,7 +85,7 @@ pub fn format_secs(secs: f64) -> String {
     if (1.0..48.0).contains(&hours) && (hours - hours.round()).abs() < 1e-9 {
         return format!("{}h", hours.round() as u64);
     }
-    const UNITS: [(&str, f64); 4] = [("d", 86_400.0), ("h", 3600.0), ("m", 60.0), ("s", 1.0)];
+    const UNITS: [(&str, f64); 4] = [("d", DAY_S), ("h", 3600.0), ("m", 60.0), ("s", 1.0)];
     for (name, size) in UNITS {
         let n = secs / size;
         if n >= 1.0 && (n - n.round()).abs() < 1e-9 {

@@ -21,13 +21,14 @@ use std::path::{Path, PathBuf};
 #[cfg(feature = "tables")]
 use polars::prelude::{DataFrame, DataType, Series};
 use rayon::prelude::*;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
-use crate::decision::RetryEvidence;
+use crate::duration::DAY_S;
 use crate::format::human_duration;
 use crate::model::SWEEP_RETENTIONS_S;
 use crate::payload::{SizeDist, fnv64};
-use crate::traffic::{DAY_S, DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S, Head, RetryDelay, Tail};
+use crate::sim::request_log::LogRow;
+use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S, RetrySpec};
 
 /// The normal quantile for a two-sided 95 % interval.
 const Z95: f64 = 1.959_964;
@@ -1016,90 +1017,6 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
     })
 }
 
-/// A scenario's fitted late-retry distribution (`[traffic] retry_delay`), with the evidence
-/// behind it so the decision can say how much data supports its horizon.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RetrySpec {
-    /// `[delay, cumulative fraction]` pairs, e.g. `["10s", 0.62]`.
-    pub points: Vec<(String, f64)>,
-    /// Earliest retry (the log-uniform head's start).
-    #[serde(default = "default_min_delay")]
-    pub min_delay: String,
-    /// Latest retry assumed; the tail runs linear in log-time to it.
-    #[serde(default = "default_horizon")]
-    pub horizon: String,
-    /// How many retries the points came from, if fitted.
-    pub retries: Option<u64>,
-    /// The latest retry seen, if fitted.
-    pub latest_retry: Option<String>,
-    /// How long the fitted log covered.
-    pub log_span: Option<String>,
-}
-
-fn default_min_delay() -> String {
-    crate::duration::format_secs(DEFAULT_MIN_DELAY_S)
-}
-
-fn default_horizon() -> String {
-    crate::duration::format_secs(DEFAULT_MAX_HORIZON_S)
-}
-
-fn secs(text: &str) -> Result<f64, String> {
-    crate::duration::parse(text)
-        .map(|d| d.as_secs_f64())
-        .map_err(|e| e.to_string())
-}
-
-impl RetrySpec {
-    /// The distribution it describes; an error names the problem.
-    pub fn to_retry_delay(&self) -> Result<RetryDelay, String> {
-        let points = self
-            .points
-            .iter()
-            .map(|(d, f)| secs(d).map(|s| (s, *f)))
-            .collect::<Result<Vec<_>, _>>()?;
-        RetryDelay::from_points(
-            points,
-            Head::LogUniform {
-                min_delay_s: secs(&self.min_delay)?,
-            },
-            Tail::LogLinear {
-                max_horizon_s: secs(&self.horizon)?,
-            },
-        )
-        .map_err(|e| e.to_string())
-    }
-
-    /// The data behind it, when it was fitted.
-    pub fn evidence(&self) -> Option<RetryEvidence> {
-        Some(RetryEvidence {
-            retries: self.retries?,
-            latest_retry_s: secs(self.latest_retry.as_deref()?).ok()?,
-            log_span_s: secs(self.log_span.as_deref()?).ok()?,
-        })
-    }
-}
-
-/// A measured duration in the largest unit that keeps it above 1, to four significant
-/// figures (`2.695d`, `4h`, `263ms`): readable, and parsed back by `duration::parse`.
-pub fn approx_duration(secs: f64) -> String {
-    use crate::format::significant;
-    if !(secs.is_finite() && secs > 0.0) {
-        return "0s".into();
-    }
-    for (unit, size) in [("d", DAY_S), ("h", 3_600.0), ("m", 60.0), ("s", 1.0)] {
-        if secs >= size {
-            return format!("{}{unit}", significant(secs / size, 4));
-        }
-    }
-    format!("{}ms", significant(secs * 1000.0, 4))
-}
-
-fn dur(s: f64) -> String {
-    approx_duration(s)
-}
-
 impl Fit {
     /// The fitted distribution as a scenario field, if the log had retries.
     pub fn retry_spec(&self) -> Option<RetrySpec> {
@@ -1108,8 +1025,8 @@ impl Fit {
         // delays strictly increasing, as a CDF needs, by dropping the grid point.
         let mut out: Vec<(String, f64, f64)> = Vec::new();
         for (d, f) in points {
-            let text = dur(*d);
-            let back = secs(&text).unwrap_or(*d);
+            let text = crate::format::approx_duration(*d);
+            let back = crate::duration::parse(&text).map_or(*d, |b| b.as_secs_f64());
             while out.last().is_some_and(|p| p.2 >= back) {
                 out.pop();
             }
@@ -1117,11 +1034,11 @@ impl Fit {
         }
         Some(RetrySpec {
             points: out.into_iter().map(|(t, f, _)| (t, f)).collect(),
-            min_delay: dur(self.retry_min_delay_s),
-            horizon: dur(self.retry_max_horizon_s),
+            min_delay: crate::format::approx_duration(self.retry_min_delay_s),
+            horizon: crate::format::approx_duration(self.retry_max_horizon_s),
             retries: Some(self.retries),
-            latest_retry: self.latest_retry_s.map(dur),
-            log_span: Some(dur(self.log_span_s)),
+            latest_retry: self.latest_retry_s.map(crate::format::approx_duration),
+            log_span: Some(crate::format::approx_duration(self.log_span_s)),
         })
     }
 
@@ -1142,7 +1059,7 @@ impl Fit {
             format!(
                 "Fitted from {} keys over {} of arrivals: {:.4}/s, {} callers.",
                 self.keys,
-                approx_duration(self.arrival_span_s),
+                crate::format::approx_duration(self.arrival_span_s),
                 self.rate_per_s.estimate,
                 self.callers
             )
@@ -1204,8 +1121,8 @@ impl Fit {
             human_count(self.rows as f64),
             self.files.join(", "),
             human_count(self.keys as f64),
-            approx_duration(self.arrival_span_s),
-            approx_duration(self.log_span_s),
+            crate::format::approx_duration(self.arrival_span_s),
+            crate::format::approx_duration(self.log_span_s),
             if self.weighted { ", rows weighted" } else { "" }
         );
         if self.bad_rows.total > 0 {
@@ -1283,11 +1200,11 @@ impl Fit {
             "\nLate retries: {} later requests on {} keys; the latest {} after its first request.\n",
             human_count(self.retries as f64),
             human_count(self.retried_keys as f64),
-            approx_duration(self.latest_retry_s.unwrap_or(0.0))
+            crate::format::approx_duration(self.latest_retry_s.unwrap_or(0.0))
         ));
         out.push_str(&format!(
             "Keys watched for at least {} count (the horizon this log supports).\n\n",
-            approx_duration(self.supported_horizon_s)
+            crate::format::approx_duration(self.supported_horizon_s)
         ));
         out.push_str("  Time since the first request   Arrived\n");
         for p in &self.retry_cdf {
@@ -1300,7 +1217,10 @@ impl Fit {
         if let Some(b) = &self.beyond_horizon {
             out.push_str(&format!(
                 "  {:<30} {}\n",
-                format!("later than {}", approx_duration(self.supported_horizon_s)),
+                format!(
+                    "later than {}",
+                    crate::format::approx_duration(self.supported_horizon_s)
+                ),
                 est(b, &percent)
             ));
         }
@@ -1316,73 +1236,6 @@ impl Fit {
             }
         }
         out
-    }
-}
-
-/// One request as its caller saw it: a row of the request log `simulate --request-log` writes
-/// and `fit` reads.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LogRow {
-    pub time: f64,
-    pub caller: String,
-    pub idempotency_key: String,
-    /// 0 when the caller heard nothing (a lost request or a lost reply).
-    pub status: u16,
-    pub response_bytes: Option<u64>,
-    pub replayed: Option<bool>,
-    /// How many real requests this row stands for (the simulator replays a weighted sample).
-    pub weight: f64,
-}
-
-/// The simulator's request log: filled from two calls in the replay loop when asked for, and
-/// nothing at all otherwise.
-#[derive(Debug, Clone, Default)]
-pub struct RequestLog {
-    enabled: bool,
-    rows: Vec<LogRow>,
-    by_send: HashMap<u64, usize>,
-}
-
-impl RequestLog {
-    pub fn new(enabled: bool) -> Self {
-        RequestLog {
-            enabled,
-            ..RequestLog::default()
-        }
-    }
-
-    /// A request put on the wire; it stays "no answer" unless [`Self::replied`] follows.
-    pub fn sent(&mut self, send_id: u64, at_ms: i64, caller: &str, key: &str, weight: f64) {
-        if !self.enabled {
-            return;
-        }
-        self.by_send.insert(send_id, self.rows.len());
-        self.rows.push(LogRow {
-            time: at_ms as f64 / 1000.0,
-            caller: caller.to_string(),
-            idempotency_key: key.to_string(),
-            status: 0,
-            response_bytes: None,
-            replayed: None,
-            weight,
-        });
-    }
-
-    /// The answer reached the caller.
-    pub fn replied(&mut self, send_id: u64, response: &crate::engine::Response) {
-        if let Some(i) = self.by_send.remove(&send_id) {
-            let row = &mut self.rows[i];
-            row.status = response.status;
-            row.response_bytes = Some(response.body.len() as u64);
-            row.replayed = Some(response.replayed);
-        }
-    }
-
-    /// Rows in the order the requests were sent.
-    pub fn rows(&self) -> Vec<LogRow> {
-        let mut rows = self.rows.clone();
-        rows.sort_by(|a, b| a.time.total_cmp(&b.time));
-        rows
     }
 }
 

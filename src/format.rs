@@ -127,6 +127,25 @@ pub fn human_duration(secs: f64) -> String {
     crate::duration::format_secs(secs)
 }
 
+/// A measured duration in the largest unit that keeps it above 1, to four significant
+/// figures (`2.695d`, `4h`, `263ms`): readable, and parsed back by `duration::parse`.
+pub fn approx_duration(secs: f64) -> String {
+    if !(secs.is_finite() && secs > 0.0) {
+        return "0s".into();
+    }
+    for (unit, size) in [
+        ("d", crate::duration::DAY_S),
+        ("h", 3_600.0),
+        ("m", 60.0),
+        ("s", 1.0),
+    ] {
+        if secs >= size {
+            return format!("{}{unit}", significant(secs / size, 4));
+        }
+    }
+    format!("{}ms", significant(secs * 1000.0, 4))
+}
+
 /// `34_398.4` → `"34,398/day"`, `20.3` → `"20.3/day"`: a daily count, whole from 100 up.
 pub fn per_day(count: f64) -> String {
     if count.abs() >= 100.0 {

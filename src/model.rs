@@ -11,10 +11,11 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::duration;
-use crate::traffic::{DAY_S, RetryDelay};
+use crate::duration::DAY_S;
+use crate::traffic::RetryDelay;
 
 /// Version of the [`Estimate`] JSON; bump it when a field changes meaning or goes away.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
 
 /// The model's inputs. `Default` is [`SEED`], the seed's figures plus stated assumptions for
 /// what the seed leaves out.
@@ -475,14 +476,65 @@ impl<'env> Evaluator<'env> {
     }
 }
 
-/// Every input and figure by name for one parameter set: what [`estimate`] reads its fields
-/// from, exposed for the simulator and the report to compare against.
-pub fn figures(
-    params: &ModelParams,
-    dist: &RetryDelay,
-) -> Result<BTreeMap<&'static str, f64>, FormulaError> {
+/// Every figure of [`FORMULAS`] for one parameter set, one field per formula (a test keeps
+/// the two lists equal), so a misspelt figure is a compile error, not a run-time panic.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Figures {
+    pub keys_per_day: f64,
+    pub store_bytes: f64,
+    pub peak_keys_per_day: f64,
+    pub peak_store_bytes: f64,
+    pub timed_out_per_day: f64,
+    pub duplicates_without_keys_per_day: f64,
+    pub duplicate_cost_without_keys_per_day: f64,
+    pub stuck_without_retry_per_day: f64,
+    pub stuck_cost_without_retry_per_day: f64,
+    pub late_after_purge_fraction: f64,
+    pub late_after_purge_per_day: f64,
+    pub duplicate_window_s: f64,
+    pub duplicate_labels_per_day: f64,
+    pub duplicate_cost_per_day: f64,
+    pub storage_cost_per_day: f64,
+    pub total_cost_per_day: f64,
+    pub saving_per_day: f64,
+}
+
+impl Figures {
+    /// From the evaluator's values by name; every formula is evaluated, so every name is there.
+    fn from_values(v: &BTreeMap<&'static str, f64>) -> Figures {
+        Figures {
+            keys_per_day: v["keys_per_day"],
+            store_bytes: v["store_bytes"],
+            peak_keys_per_day: v["peak_keys_per_day"],
+            peak_store_bytes: v["peak_store_bytes"],
+            timed_out_per_day: v["timed_out_per_day"],
+            duplicates_without_keys_per_day: v["duplicates_without_keys_per_day"],
+            duplicate_cost_without_keys_per_day: v["duplicate_cost_without_keys_per_day"],
+            stuck_without_retry_per_day: v["stuck_without_retry_per_day"],
+            stuck_cost_without_retry_per_day: v["stuck_cost_without_retry_per_day"],
+            late_after_purge_fraction: v["late_after_purge_fraction"],
+            late_after_purge_per_day: v["late_after_purge_per_day"],
+            duplicate_window_s: v["duplicate_window_s"],
+            duplicate_labels_per_day: v["duplicate_labels_per_day"],
+            duplicate_cost_per_day: v["duplicate_cost_per_day"],
+            storage_cost_per_day: v["storage_cost_per_day"],
+            total_cost_per_day: v["total_cost_per_day"],
+            saving_per_day: v["saving_per_day"],
+        }
+    }
+
+    /// The figure called `name`: for the page, whose tables and script key figures by their
+    /// formula's name.
+    pub fn get(&self, name: &str) -> Option<f64> {
+        serde_json::to_value(self).ok()?.get(name)?.as_f64()
+    }
+}
+
+/// Every figure for one parameter set: what [`estimate`] is made of, for the decision and the
+/// report to read without a sweep.
+pub fn figures(params: &ModelParams, dist: &RetryDelay) -> Result<Figures, FormulaError> {
     let env = formula_env(Some(dist));
-    Evaluator::new(&env)?.eval(params)
+    Ok(Figures::from_values(&Evaluator::new(&env)?.eval(params)?))
 }
 
 /// One retention of the sweep: what keeping keys that long costs per day.
@@ -541,8 +593,8 @@ pub struct Estimate {
     pub late_arrivals: Vec<LatePoint>,
     pub retention_sweep: Vec<SweepRow>,
     /// The cheapest retention of the sweep (the shorter one on a tie).
-    pub recommended_retention_s: f64,
-    pub recommended_total_cost_per_day: f64,
+    pub cheapest_retention_s: f64,
+    pub cheapest_total_cost_per_day: f64,
 }
 
 /// The formula table is static and tested; failing it is a bug, not bad input.
@@ -559,7 +611,8 @@ fn broken(e: FormulaError) -> ! {
 pub fn estimate(params: &ModelParams, dist: &RetryDelay) -> Estimate {
     let env = formula_env(Some(dist));
     let evaluator = Evaluator::new(&env).unwrap_or_else(|e| broken(e));
-    let eval = |p: &ModelParams| evaluator.eval(p).unwrap_or_else(|e| broken(e));
+    let eval =
+        |p: &ModelParams| Figures::from_values(&evaluator.eval(p).unwrap_or_else(|e| broken(e)));
     let v = eval(params);
 
     let mut retentions_s: Vec<f64> = SWEEP_RETENTIONS_S.to_vec();
@@ -578,13 +631,13 @@ pub fn estimate(params: &ModelParams, dist: &RetryDelay) -> Estimate {
             SweepRow {
                 retention_s,
                 retention: crate::format::human_duration(retention_s),
-                store_bytes: row["store_bytes"],
-                peak_store_bytes: row["peak_store_bytes"],
-                late_after_purge_per_day: row["late_after_purge_per_day"],
-                duplicate_labels_per_day: row["duplicate_labels_per_day"],
-                storage_cost_per_day: row["storage_cost_per_day"],
-                duplicate_cost_per_day: row["duplicate_cost_per_day"],
-                total_cost_per_day: row["total_cost_per_day"],
+                store_bytes: row.store_bytes,
+                peak_store_bytes: row.peak_store_bytes,
+                late_after_purge_per_day: row.late_after_purge_per_day,
+                duplicate_labels_per_day: row.duplicate_labels_per_day,
+                storage_cost_per_day: row.storage_cost_per_day,
+                duplicate_cost_per_day: row.duplicate_cost_per_day,
+                total_cost_per_day: row.total_cost_per_day,
             }
         })
         .collect();
@@ -600,34 +653,34 @@ pub fn estimate(params: &ModelParams, dist: &RetryDelay) -> Estimate {
             delay_s,
             delay: crate::format::human_duration(delay_s),
             arrived_fraction: cdf,
-            later_per_day: v["timed_out_per_day"] * dist.survival(delay_s),
+            later_per_day: v.timed_out_per_day * dist.survival(delay_s),
         })
         .collect();
 
     Estimate {
         schema_version: SCHEMA_VERSION,
         params: *params,
-        keys_per_day: v["keys_per_day"],
-        store_bytes: v["store_bytes"],
-        peak_keys_per_day: v["peak_keys_per_day"],
-        peak_store_bytes: v["peak_store_bytes"],
-        timed_out_per_day: v["timed_out_per_day"],
-        duplicates_without_keys_per_day: v["duplicates_without_keys_per_day"],
-        duplicate_cost_without_keys_per_day: v["duplicate_cost_without_keys_per_day"],
-        stuck_without_retry_per_day: v["stuck_without_retry_per_day"],
-        stuck_cost_without_retry_per_day: v["stuck_cost_without_retry_per_day"],
-        late_after_purge_fraction: v["late_after_purge_fraction"],
-        late_after_purge_per_day: v["late_after_purge_per_day"],
-        duplicate_window_s: v["duplicate_window_s"],
-        duplicate_labels_per_day: v["duplicate_labels_per_day"],
-        duplicate_cost_per_day: v["duplicate_cost_per_day"],
-        storage_cost_per_day: v["storage_cost_per_day"],
-        total_cost_per_day: v["total_cost_per_day"],
-        saving_per_day: v["saving_per_day"],
+        keys_per_day: v.keys_per_day,
+        store_bytes: v.store_bytes,
+        peak_keys_per_day: v.peak_keys_per_day,
+        peak_store_bytes: v.peak_store_bytes,
+        timed_out_per_day: v.timed_out_per_day,
+        duplicates_without_keys_per_day: v.duplicates_without_keys_per_day,
+        duplicate_cost_without_keys_per_day: v.duplicate_cost_without_keys_per_day,
+        stuck_without_retry_per_day: v.stuck_without_retry_per_day,
+        stuck_cost_without_retry_per_day: v.stuck_cost_without_retry_per_day,
+        late_after_purge_fraction: v.late_after_purge_fraction,
+        late_after_purge_per_day: v.late_after_purge_per_day,
+        duplicate_window_s: v.duplicate_window_s,
+        duplicate_labels_per_day: v.duplicate_labels_per_day,
+        duplicate_cost_per_day: v.duplicate_cost_per_day,
+        storage_cost_per_day: v.storage_cost_per_day,
+        total_cost_per_day: v.total_cost_per_day,
+        saving_per_day: v.saving_per_day,
         retry_delay: dist.clone(),
         late_arrivals,
-        recommended_retention_s: cheapest.map_or(f64::NAN, |r| r.retention_s),
-        recommended_total_cost_per_day: cheapest.map_or(f64::NAN, |r| r.total_cost_per_day),
+        cheapest_retention_s: cheapest.map_or(f64::NAN, |r| r.retention_s),
+        cheapest_total_cost_per_day: cheapest.map_or(f64::NAN, |r| r.total_cost_per_day),
         retention_sweep,
     }
 }
@@ -750,7 +803,19 @@ mod tests {
         let values = figures(&SEED, &dist).unwrap();
         let json = serde_json::to_value(estimate(&SEED, &dist)).unwrap();
         for f in FORMULAS {
-            assert_eq!(json[f.name].as_f64(), Some(values[f.name]), "{}", f.name);
+            assert_eq!(json[f.name].as_f64(), values.get(f.name), "{}", f.name);
         }
+        // One field per formula, no more: the typed figures and the table cannot drift.
+        let fields = serde_json::to_value(values).unwrap();
+        let mut fields: Vec<&str> = fields
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            .collect();
+        let mut names: Vec<&str> = FORMULAS.iter().map(|f| f.name).collect();
+        fields.sort_unstable();
+        names.sort_unstable();
+        assert_eq!(fields, names);
     }
 }

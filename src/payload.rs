@@ -14,6 +14,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::model::{SEED_KEY_BYTES, SEED_RESPONSE_BYTES};
 
+/// The seed's limit, as Stripe's: keys up to 255 characters. Longer keys are refused rather than
+/// truncated, since two keys that share 255 bytes would otherwise collide.
+pub const MAX_KEY_BYTES: usize = 255;
+
 /// The z-score of the 99th percentile of a standard normal, to turn a p99 into a log-normal σ.
 const Z_P99: f64 = 2.326_347_874;
 
@@ -360,8 +364,7 @@ fn filler(seed: u64, len: usize) -> String {
 pub fn derived_key(order_id: i64, sizes: &SizeDist) -> String {
     let base = format!("label:{order_id}:1:v1");
     let h = fnv64(&[b"key", &order_id.to_le_bytes()]);
-    let target =
-        (sizes.quantile(unit(h)).round() as usize).min(crate::engine::request::MAX_KEY_BYTES);
+    let target = (sizes.quantile(unit(h)).round() as usize).min(MAX_KEY_BYTES);
     if target <= base.len() + 1 {
         return base;
     }

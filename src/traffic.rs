@@ -13,8 +13,7 @@ use statrs::distribution::Exp;
 
 use crate::duration;
 
-/// Seconds in a day: the period of a [`LoadProfile`] and the unit of every "per day" figure.
-pub const DAY_S: f64 = 86_400.0;
+use crate::duration::DAY_S;
 
 /// The seed's illustrative table, "time since the first attempt" → fraction of retries arrived
 /// (10 s 62 %, 1 m 85 %, 10 m 91 %, 1 h 94 %, 6 h 97.5 %, 24 h 99.2 %, 3 d 99.9 %).
@@ -24,7 +23,7 @@ pub const SEED_POINTS: [(f64, f64); 7] = [
     (600.0, 0.91),
     (3_600.0, 0.94),
     (21_600.0, 0.975),
-    (86_400.0, 0.992),
+    (DAY_S, 0.992),
     (259_200.0, 0.999),
 ];
 
@@ -703,6 +702,82 @@ fn next_in_profile(profile: &LoadProfile, now_s: f64, mut expected: f64) -> f64 
         t_s = step_end_s.max(t_s);
     }
     t_s
+}
+
+/// A scenario's fitted late-retry distribution (`[traffic] retry_delay`), with the evidence
+/// behind it so the decision can say how much data supports its horizon.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RetrySpec {
+    /// `[delay, cumulative fraction]` pairs, e.g. `["10s", 0.62]`.
+    pub points: Vec<(String, f64)>,
+    /// Earliest retry (the log-uniform head's start).
+    #[serde(default = "default_min_delay")]
+    pub min_delay: String,
+    /// Latest retry assumed; the tail runs linear in log-time to it.
+    #[serde(default = "default_horizon")]
+    pub horizon: String,
+    /// How many retries the points came from, if fitted.
+    pub retries: Option<u64>,
+    /// The latest retry seen, if fitted.
+    pub latest_retry: Option<String>,
+    /// How long the fitted log covered.
+    pub log_span: Option<String>,
+}
+
+fn default_min_delay() -> String {
+    crate::duration::format_secs(DEFAULT_MIN_DELAY_S)
+}
+
+fn default_horizon() -> String {
+    crate::duration::format_secs(DEFAULT_MAX_HORIZON_S)
+}
+
+fn secs(text: &str) -> Result<f64, String> {
+    crate::duration::parse(text)
+        .map(|d| d.as_secs_f64())
+        .map_err(|e| e.to_string())
+}
+
+impl RetrySpec {
+    /// The distribution it describes; an error names the problem.
+    pub fn to_retry_delay(&self) -> Result<RetryDelay, String> {
+        let points = self
+            .points
+            .iter()
+            .map(|(d, f)| secs(d).map(|s| (s, *f)))
+            .collect::<Result<Vec<_>, _>>()?;
+        RetryDelay::from_points(
+            points,
+            Head::LogUniform {
+                min_delay_s: secs(&self.min_delay)?,
+            },
+            Tail::LogLinear {
+                max_horizon_s: secs(&self.horizon)?,
+            },
+        )
+        .map_err(|e| e.to_string())
+    }
+
+    /// The data behind it, when it was fitted.
+    pub fn evidence(&self) -> Option<RetryEvidence> {
+        Some(RetryEvidence {
+            retries: self.retries?,
+            latest_retry_s: secs(self.latest_retry.as_deref()?).ok()?,
+            log_span_s: secs(self.log_span.as_deref()?).ok()?,
+        })
+    }
+}
+
+/// How much data stands behind a fitted retry distribution (from `idemcalc fit`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetryEvidence {
+    /// Later requests for an already-seen key: the retries the CDF was built from.
+    pub retries: u64,
+    /// The latest delay observed from a key's first request to a later one, seconds.
+    pub latest_retry_s: f64,
+    /// Time the log covers, seconds: no delay longer than this could have been seen.
+    pub log_span_s: f64,
 }
 
 #[cfg(test)]

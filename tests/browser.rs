@@ -219,8 +219,8 @@ fn moving_the_retention_recomputes_the_store_size() {
         .unwrap();
     assert!((value - moved.store_bytes).abs() <= 1e-9 * moved.store_bytes);
     assert_eq!(
-        text_of(&dom, "out-recommended").as_deref(),
-        Some(idemcalc::format::human_duration(moved.recommended_retention_s).as_str())
+        text_of(&dom, "out-cheapest").as_deref(),
+        Some(idemcalc::format::human_duration(moved.cheapest_retention_s).as_str())
     );
 
     // A screenshot for a person to look at.

@@ -290,7 +290,7 @@ fn lease_takeover_timeline(b: Backend) {
     let path =
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lease-takeover.toml");
     let scenario = idemcalc::scenario::Scenario::load(&path).unwrap();
-    let report = idemcalc::sim::timeline::run(&scenario, b.connect()).unwrap();
+    let report = scenario.run_timeline(b.connect()).unwrap();
     let got: Vec<(f64, f64, u16)> = report
         .responses
         .iter()

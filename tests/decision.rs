@@ -4,10 +4,11 @@
 use std::path::Path;
 use std::process::Command;
 
-use idemcalc::decision::{self, DecisionInputs, RetryEvidence, Targets};
+use idemcalc::decision::{self, DecisionInputs, Targets};
 use idemcalc::model::{ModelParams, SEED};
 use idemcalc::scenario::Scenario;
 use idemcalc::traffic::RetryDelay;
+use idemcalc::traffic::RetryEvidence;
 
 const DAY_S: f64 = 86_400.0;
 /// Timed-out calls a day at 400/s and 0.1 %: 34,560 (the seed's "34,560 retried calls a day").
@@ -100,7 +101,7 @@ fn one_duplicate_a_month_needs_the_whole_horizon_under_the_seed_tail() {
             .iter()
             .any(|n| n.contains("rests on the assumed horizon"))
     );
-    assert!(r.cost_optimal_is_assumption);
+    assert!(r.cheapest_is_assumption);
 }
 
 #[test]
@@ -111,7 +112,7 @@ fn baseline_scenario_gets_a_retention_below_the_horizon_within_its_budgets() {
     let params = scenario.model_params(scenario.settings.retentions()[0]);
     let dist = RetryDelay::seed();
     let inputs = DecisionInputs {
-        targets: Targets::from_budgets(&budgets),
+        targets: budgets.targets(),
         ..DecisionInputs::default()
     };
     let r = decision::decide(&params, &dist, &inputs).unwrap();
@@ -133,14 +134,14 @@ fn baseline_scenario_gets_a_retention_below_the_horizon_within_its_budgets() {
 
     // The cheapest is the 30 d horizon, 531 GB a copy against the 25 GB budget: labelled as an
     // assumption, never recommended.
-    assert_eq!(r.cost_optimal.retention_s, 30.0 * DAY_S);
+    assert_eq!(r.cheapest.retention_s, 30.0 * DAY_S);
     close(
-        r.cost_optimal.store_bytes,
+        r.cheapest.store_bytes,
         30.0 * 34.56e6 * 512.0,
         "30d store",
     );
-    assert!(!r.cost_optimal.meets_store);
-    assert!(r.cost_optimal_is_assumption);
+    assert!(!r.cheapest.meets_store);
+    assert!(r.cheapest_is_assumption);
     assert!(
         r.notes
             .iter()
@@ -303,8 +304,8 @@ fn estimate_shows_the_decision_in_json_and_table() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let d = &json["decision"];
     assert_eq!(d["recommended"]["retention_s"], 64_800.0);
-    assert_eq!(d["cost_optimal"]["retention_s"], 30.0 * DAY_S);
-    assert_eq!(d["cost_optimal_is_assumption"], true);
+    assert_eq!(d["cheapest"]["retention_s"], 30.0 * DAY_S);
+    assert_eq!(d["cheapest_is_assumption"], true);
     assert_eq!(d["replicas"], 2.0);
     // The model's figures are still at the top level.
     assert_eq!(json["keys_per_day"], 34_560_000.0);

@@ -119,7 +119,7 @@ fn fit_recovers_the_simulations_inputs_from_its_request_log() {
     let t = &s.settings.traffic;
     assert!((t.rate_per_s - f["rate_per_s"]["estimate"].as_f64().unwrap()).abs() < 1e-4);
     assert!((t.timeout_fraction - 0.05).abs() < 0.01);
-    let fitted = s.settings.retry_delay().unwrap();
+    let fitted = idemcalc::run::Plan::new(&s.settings).unwrap().retry;
     assert!((fitted.cdf(3_600.0) - 0.94).abs() < 0.02);
     let evidence = s
         .settings
@@ -193,7 +193,10 @@ fn a_log_without_repeats_says_so_and_keeps_the_seeds_distribution() {
     assert!(text.contains("No key repeats in this log"), "{text}");
     let s = Scenario::load(&out).unwrap();
     assert!(s.settings.retry.fitted.is_none());
-    assert_eq!(s.settings.retry_delay().unwrap(), RetryDelay::seed());
+    assert_eq!(
+        idemcalc::run::Plan::new(&s.settings).unwrap().retry,
+        RetryDelay::seed()
+    );
     // 50 keys over 490 s.
     assert!((s.settings.traffic.rate_per_s - 50.0 / 490.0).abs() < 1e-6);
 }
@@ -227,4 +230,91 @@ fn unreadable_logs_name_the_file_and_column() {
     let out = idemcalc(&["fit", weird.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("log.xlsx: unknown log format"));
+}
+
+/// Issue 21: `simulate --scenario FITTED.toml` dropped the fitted retry distribution (its
+/// `--dry-run` showed `retry.fitted: null` and it simulated on the seed's curve), while
+/// `report --scenarios` used it. The fitted points must reach the simulation, and give the
+/// same distribution, model and late arrivals as the same points in a `--retry-cdf` file.
+#[test]
+fn simulate_scenario_keeps_the_fitted_retry_distribution() {
+    let dir = tempfile::tempdir().unwrap();
+    let scenario = path(dir.path(), "fitted.toml");
+    let log = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/logs/example-requests.csv");
+    ok(idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--out",
+        scenario.to_str().unwrap(),
+    ]));
+    let s = Scenario::load(&scenario).unwrap();
+    let spec = s
+        .settings
+        .retry
+        .fitted
+        .clone()
+        .expect("the log has retries");
+
+    let dry: serde_json::Value = serde_json::from_str(&ok(idemcalc(&[
+        "simulate",
+        "--scenario",
+        scenario.to_str().unwrap(),
+        "--dry-run",
+    ])))
+    .unwrap();
+    let points = dry["retry"]["fitted"]["points"].as_array().unwrap();
+    assert_eq!(points.len(), spec.points.len(), "{dry}");
+    assert_eq!(points[0][0], spec.points[0].0.as_str());
+
+    // The same points as a CDF file, with the fitted head and horizon as flags.
+    let cdf = path(dir.path(), "fitted-cdf.csv");
+    let text: String = spec
+        .points
+        .iter()
+        .map(|(d, f)| format!("{d},{f}\n"))
+        .collect();
+    std::fs::write(&cdf, text).unwrap();
+    let t = &s.settings.traffic;
+    let rate = t.rate_per_s.to_string();
+    let timeout = t.timeout_fraction.to_string();
+    let done = t.done_fraction.to_string();
+    let common = ["--retention", "1h", "--format", "json", "--quiet"];
+    let from_scenario: Vec<&str> = ["simulate", "--scenario", scenario.to_str().unwrap()]
+        .into_iter()
+        .chain(common)
+        .collect();
+    let from_cdf: Vec<&str> = [
+        "simulate",
+        "--rate",
+        &rate,
+        "--timeout-fraction",
+        &timeout,
+        "--done-fraction",
+        &done,
+        "--retry-cdf",
+        cdf.to_str().unwrap(),
+        "--retry-min-delay",
+        &spec.min_delay,
+        "--retry-horizon",
+        &spec.horizon,
+    ]
+    .into_iter()
+    .chain(common)
+    .collect();
+    let a: serde_json::Value = serde_json::from_str(&ok(idemcalc(&from_scenario))).unwrap();
+    let b: serde_json::Value = serde_json::from_str(&ok(idemcalc(&from_cdf))).unwrap();
+    let late = |v: &serde_json::Value, k: &str| v["late_after_purge_per_day"][k].as_f64().unwrap();
+    // One distribution, so one model figure; the seed's curve would give about a third.
+    assert!(
+        (late(&a, "analytic") / late(&b, "analytic") - 1.0).abs() < 1e-9,
+        "{} vs {}",
+        late(&a, "analytic"),
+        late(&b, "analytic")
+    );
+    // Measured on each side: the intervals overlap.
+    assert!(
+        late(&a, "ci95_low") <= late(&b, "ci95_high")
+            && late(&b, "ci95_low") <= late(&a, "ci95_high"),
+        "{a:#} vs {b:#}"
+    );
 }

@@ -112,7 +112,7 @@ fn sweep_covers_1h_to_30d_and_recommends_the_cheapest() {
         .iter()
         .min_by(|a, b| a.total_cost_per_day.total_cmp(&b.total_cost_per_day))
         .unwrap();
-    assert_eq!(e.recommended_retention_s, cheapest.retention_s);
+    assert_eq!(e.cheapest_retention_s, cheapest.retention_s);
     for r in sweep {
         close(
             r.total_cost_per_day,
@@ -123,7 +123,7 @@ fn sweep_covers_1h_to_30d_and_recommends_the_cheapest() {
         assert_eq!(r.duplicate_labels_per_day, single.duplicate_labels_per_day);
     }
     // With $6 labels and $0.10/GB-month, keys are worth keeping until the last retry: 30 d.
-    assert_eq!(e.recommended_retention_s, 30.0 * 86_400.0);
+    assert_eq!(e.cheapest_retention_s, 30.0 * 86_400.0);
 }
 
 #[test]
@@ -133,7 +133,7 @@ fn expensive_storage_moves_the_recommendation_earlier() {
         ..SEED
     };
     let e = model::estimate(&params, &RetryDelay::seed());
-    assert!(e.recommended_retention_s < 30.0 * 86_400.0);
+    assert!(e.cheapest_retention_s < 30.0 * 86_400.0);
 }
 
 #[test]
@@ -180,9 +180,12 @@ fn formulas_json_carries_formulas_inputs_and_defaults() {
 #[test]
 fn figures_are_evaluated_from_the_formula_strings() {
     let values = model::figures(&SEED, &RetryDelay::seed()).unwrap();
-    assert_eq!(values["keys_per_day"], 34_560_000.0);
-    assert_eq!(values["duplicate_window_s"], 86_400.0);
-    assert_eq!(values["rate_per_s"], 400.0);
+    assert_eq!(values.keys_per_day, 34_560_000.0);
+    assert_eq!(values.duplicate_window_s, 86_400.0);
+    // The figures are typed; the page still reads them by formula name.
+    assert_eq!(values.get("keys_per_day"), Some(34_560_000.0));
+    assert_eq!(values.get("no_such_figure"), None);
+    assert!(SEED.values().contains(&("rate_per_s", 400.0)));
 }
 
 #[test]
@@ -499,7 +502,7 @@ fn estimate_json_has_the_golden_fields() {
     close(f("duplicate_labels_per_day"), 165.888);
     close(f("duplicate_cost_per_day"), 995.328);
     assert!(j["retention_sweep"].as_array().unwrap().len() >= 19);
-    assert_eq!(f("recommended_retention_s"), 2_592_000.0);
+    assert_eq!(f("cheapest_retention_s"), 2_592_000.0);
     assert_eq!(j["retry_delay"]["points"][0]["delay"], "10s");
 
     let j3 = estimate_json(&["--retention", "3d"]);
@@ -523,10 +526,16 @@ fn estimate_table_shows_the_seed_figures() {
         "13,824/day",
         "276",
         "◀ retention",
-        "Recommended retention: 30d",
+        "Cheapest retention: 30d",
     ] {
         assert!(text.contains(figure), "missing {figure} in\n{text}");
     }
+    // Issue 21: "recommended" is the decision's answer alone, said once.
+    assert_eq!(
+        text.matches("Recommended retention").count(),
+        1,
+        "one recommendation in\n{text}"
+    );
 }
 
 #[test]
@@ -539,10 +548,10 @@ fn estimate_reads_a_retry_cdf_file() {
         34_560.0 * 0.1,
     );
     // Every retry lands within the carrier's 24 h window, so the shortest retention is enough.
-    assert_eq!(j["recommended_retention_s"].as_f64().unwrap(), 3_600.0);
+    assert_eq!(j["cheapest_retention_s"].as_f64().unwrap(), 3_600.0);
     // Without the carrier's help, keys must outlast the last retry.
     let j = estimate_json(&["--retry-cdf", path, "--carrier-window", "0s"]);
-    assert_eq!(j["recommended_retention_s"].as_f64().unwrap(), 86_400.0);
+    assert_eq!(j["cheapest_retention_s"].as_f64().unwrap(), 86_400.0);
 }
 
 #[test]

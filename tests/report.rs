@@ -97,7 +97,7 @@ fn writes_every_file_and_the_same_json_twice() {
     );
 
     let json: serde_json::Value = serde_json::from_slice(&j1).unwrap();
-    assert_eq!(json["schema_version"], 2);
+    assert_eq!(json["schema_version"], 3);
     assert_eq!(json["scenarios"][0]["kind"], "sizing");
     assert_eq!(json["scenarios"][1]["kind"], "timeline");
     // The headline decision is the first sizing scenario's, at its measured bytes per record.
@@ -523,7 +523,7 @@ fn compared_stores_are_measured_and_priced() {
             &headline["recommended"]
         };
         let choice = if choice.is_null() {
-            &headline["cost_optimal"]
+            &headline["cheapest"]
         } else {
             choice
         };

@@ -504,7 +504,7 @@ fn modules_do_not_import_what_they_must_not_know() {
             "sim",
             &[
                 "toml::",
-                "crate::settings::file",
+                "crate::scenario::file",
                 "crate::settings::knobs",
                 "crate::report",
             ],

@@ -21,9 +21,9 @@ pub const COST_CENTS: i64 = 600;
 pub const WEIGHT_G: u32 = 1450;
 pub const OTHER_WEIGHT_G: u32 = 1500;
 /// A held lease outlives any run: runs are capped at an hour a side.
-pub const HELD_LEASE_MS: Millis = 7 * 86_400_000;
+pub const HELD_LEASE_MS: Millis = 7 * crate::duration::DAY_MS;
 /// The seed's retention.
-pub const RETENTION_MS: Millis = 86_400_000;
+pub const RETENTION_MS: Millis = crate::duration::DAY_MS;
 /// The largest order id the engine accepts (9 digits).
 pub const MAX_ORDER_ID: i64 = 999_999_999;
 

@@ -1,16 +1,17 @@
 //! `idemcalc estimate`: the seed's three "In practice" tables, recomputed from flags.
 //!
-//! Flags are checked once here (clap value parsers name the flag and the value); after that
-//! only a valid [`ModelParams`] and [`RetryDelay`] travel into the model.
+//! Flags are checked once (the settings table names the flag and the value); the run's
+//! [`Plan`] then evaluates the model once, as it does for `simulate`.
 
 use std::io::Write as _;
 
 use anyhow::Context as _;
 
 use super::Format;
-use crate::decision::{self, DecisionInputs, Recommendation, Targets};
-use crate::model::{self, Estimate};
+use crate::decision::{self, DecisionInputs, Recommendation};
+use crate::model::Estimate;
 use crate::report::text;
+use crate::run::Plan;
 use crate::settings::Settings;
 use crate::settings::flags::Flags;
 use crate::settings::knobs::ESTIMATE;
@@ -49,29 +50,27 @@ impl EstimateArgs {
 }
 
 pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
-    let (settings, retention_s) = args.settings()?;
-    let params = settings.model_params(retention_s);
-    let dist = settings.retry_delay()?;
-    let estimate = model::estimate(&params, &dist);
+    let (settings, _) = args.settings()?;
+    // The plan of the one retention: the same evaluation `simulate` shows beside its run.
+    let plan = Plan::new(&settings)?;
+    let job = plan
+        .jobs
+        .first()
+        .ok_or_else(|| anyhow::anyhow!("--retention: estimate takes one retention"))?;
+    let estimate = &job.model;
     let b = &settings.budgets;
     let inputs = DecisionInputs {
-        targets: Targets {
-            max_duplicates_per_day: b
-                .max_duplicates_per_day
-                .unwrap_or(decision::DEFAULT_MAX_DUPLICATES_PER_DAY),
-            max_store_gb: b.max_store_gb,
-            max_cost_per_day: b.max_cost_per_day,
-        },
+        targets: b.targets(),
         bytes_per_record_ci95: None,
         evidence: None,
         count_carrier_window: !b.without_carrier_window,
     };
-    let recommendation = decision::decide(&params, &dist, &inputs)
+    let recommendation = decision::decide(&job.params, &plan.retry, &inputs)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))?;
     let text = match args.format {
         Format::Json => {
             serde_json::to_string_pretty(&EstimateOutput {
-                estimate: &estimate,
+                estimate,
                 decision: &recommendation,
             })? + "\n"
         }
@@ -80,7 +79,7 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
                 Some(path) => format!("measured, from {}", path.display()),
                 None => "the seed's illustrative table, not measured".to_string(),
             };
-            text::estimate(&estimate, &source) + &text::decision(&recommendation)
+            text::estimate(estimate, &source) + &text::decision(&recommendation)
         }
     };
     let mut out = std::io::stdout().lock();
@@ -118,7 +117,7 @@ mod tests {
         let w = Wrapper::try_parse_from(["x"]).unwrap();
         assert_eq!(w.args.params().unwrap(), SEED);
         let (settings, _) = w.args.settings().unwrap();
-        assert_eq!(settings.retry_delay().unwrap(), RetryDelay::seed());
+        assert_eq!(Plan::new(&settings).unwrap().retry, RetryDelay::seed());
         assert_eq!(
             settings.retry.head,
             Head::LogUniform {

@@ -87,6 +87,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     {
         bail!("--baseline {}: no such file", path.display());
     }
+    let plans = crate::run::plans(&loaded)?;
     let bench = args
         .bench
         .as_deref()
@@ -108,7 +109,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         tick: &tick,
         interrupted: &INTERRUPTED,
     };
-    let summary = crate::run::scenarios(&loaded, &stores, &progress);
+    let summary = crate::run::scenarios(&loaded, &plans, &stores, &progress);
     bar.finish_and_clear();
     stores.finish()?;
     let mut summary = summary?;
@@ -121,7 +122,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             interrupted: &INTERRUPTED,
         };
         summary.stores =
-            crate::run::compare_stores(&summary, &loaded, &stores, &args.compare_store, &progress)?;
+            crate::run::compare_stores(&summary, &plans, &stores, &args.compare_store, &progress)?;
         bar.finish_and_clear();
     }
     summary.bench = bench;

@@ -1,5 +1,6 @@
 use super::Format;
 use crate::duration;
+use crate::run::Plan;
 use crate::settings::Settings;
 use crate::settings::flags::Flags;
 use crate::settings::knobs::SIMULATE;
@@ -59,15 +60,11 @@ impl SimulateArgs {
                 path.display()
             );
         }
-        Ok(self.knobs.settings_over(&scenario.given)?)
+        Ok(scenario.settings_under(&self.knobs)?)
     }
 }
 
-fn simulate_settings(
-    args: &SimulateArgs,
-    settings: &Settings,
-    quiet: bool,
-) -> anyhow::Result<Vec<SimReport>> {
+fn simulate_plan(args: &SimulateArgs, plan: &Plan, quiet: bool) -> anyhow::Result<Vec<SimReport>> {
     let stores = Stores::new(
         args.store.as_deref(),
         args.db.as_deref(),
@@ -83,7 +80,7 @@ fn simulate_settings(
         tick: &tick,
         interrupted: &INTERRUPTED,
     };
-    let reports = crate::run::simulate(settings, &stores, &progress);
+    let reports = crate::run::simulate(plan, &stores, &progress);
     bar.finish_and_clear();
     stores.finish()?;
     reports
@@ -99,9 +96,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         // Refuse an unknown extension before the simulation runs, not after.
         crate::fit::log_kind(path)?;
     }
-    let reports = simulate_settings(args, &settings, args.quiet)?;
+    let plan = Plan::new(&settings)?;
+    let reports = simulate_plan(args, &plan, args.quiet)?;
     if let Some(path) = &settings.traffic.request_log {
-        write_request_log(&settings, path)?;
+        write_request_log(&plan, path)?;
     }
     if let Some(dir) = &args.out {
         for r in &reports {
@@ -114,7 +112,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         }
     }
     // The decision at the bytes per record this run measured, under the budget flags.
-    let summary = simulation_summary(&settings, &reports)?;
+    let summary = simulation_summary(&plan, &reports)?;
     let decision = summary
         .decision
         .as_ref()
@@ -163,14 +161,14 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
 
 /// Replays the first retention's first replicate again, on a scratch store, with the request
 /// log on, and writes the log: same seed, so the same requests the first replicate replayed.
-fn write_request_log(settings: &Settings, path: &Path) -> anyhow::Result<()> {
-    let retention_s = settings.retentions().first().copied().unwrap_or(0.0);
+fn write_request_log(plan: &Plan, path: &Path) -> anyhow::Result<()> {
+    let Some(job) = plan.jobs.first() else {
+        return Ok(());
+    };
     let cfg = replay::SimConfig {
         request_log: true,
-        ..settings.sim_config(retention_s)
+        ..job.config.clone()
     };
-    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
-    let dist = settings.retry_delay()?;
     let stores = Stores::scratch(StoreOptions {
         purpose: "log",
         ..StoreOptions::default()
@@ -180,18 +178,15 @@ fn write_request_log(settings: &Settings, path: &Path) -> anyhow::Result<()> {
         tick: &|_| {},
         interrupted: &INTERRUPTED,
     };
-    let tallies = replay::run_once(&cfg, &arrivals, &dist, store, 0, &progress)?;
+    let tallies = replay::run_once(&cfg, &plan.arrivals, &plan.retry, store, 0, &progress)?;
     crate::fit::write_log(path, &tallies.request_log.rows())?;
     stores.finish()?;
     Ok(())
 }
 
 /// The run as a one-scenario summary: what `--report` draws and where the decision comes from.
-fn simulation_summary(
-    settings: &Settings,
-    reports: &[SimReport],
-) -> anyhow::Result<crate::run::Summary> {
-    let dist = settings.retry_delay()?;
+fn simulation_summary(plan: &Plan, reports: &[SimReport]) -> anyhow::Result<crate::run::Summary> {
+    let settings = &plan.settings;
     let description = format!(
         "idemcalc simulate at {}/s{}, seed {}.",
         crate::format::human_count(settings.traffic.rate_per_s),
@@ -205,5 +200,5 @@ fn simulation_summary(
             .unwrap_or_default(),
         settings.seed
     );
-    crate::run::simulation_summary(description, settings, &dist, reports.to_vec())
+    crate::run::simulation_summary(description, plan, reports.to_vec())
 }

@@ -70,7 +70,7 @@ impl Default for EngineConfig {
         Self {
             lease_ms: 30_000,
             carrier_timeout_ms: 20_000,
-            retention_ms: 86_400_000,
+            retention_ms: crate::duration::DAY_MS,
             key_scope: KeyScope::PerCaller,
             record_placement: RecordPlacement::SameTransaction,
             carrier_key: CarrierKey::Derived,

@@ -7,9 +7,7 @@ use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 
-/// The seed's limit, as Stripe's: keys up to 255 characters. Longer keys are refused rather than
-/// truncated, since two keys that share 255 bytes would otherwise collide.
-pub const MAX_KEY_BYTES: usize = 255;
+use crate::payload::MAX_KEY_BYTES;
 
 /// A CreateLabel call as the server sees it. The body is raw text: it is validated and
 /// canonicalised here (see [`hash_and_validate`]).

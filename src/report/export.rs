@@ -1,11 +1,14 @@
 //! One trait, many small formats (hyperfine's `Exporter`): each turns the same [`Summary`] into
 //! the bytes of one file, so adding a format never touches the run.
 
-use super::html::{self, Kind, fmt};
+use super::html;
+use super::vocabulary::{
+    self, LEGEND, Quantity, change_label, change_quantity, mark, relative_text, show,
+};
 use super::{RunResult, Status, Summary};
 use crate::format::human_bytes;
-use crate::run::compare::{Change, Comparison};
 use crate::run::results::{Headline, ScenarioKind, StoreRow};
+use crate::run::{Change, Comparison};
 use crate::sim::replay::Figure;
 
 #[derive(Debug, thiserror::Error)]
@@ -49,29 +52,18 @@ fn cell(text: &str) -> String {
 }
 
 /// `17.7 GB (16.9 GB – 18.5 GB)`.
-fn range(kind: Kind, f: &Figure) -> String {
+fn range(kind: Quantity, f: &Figure) -> String {
     if f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low < f.ci95_high {
         format!(
             "{} ({} – {})",
-            fmt(kind, f.estimate),
-            fmt(kind, f.ci95_low),
-            fmt(kind, f.ci95_high)
+            show(kind, f.estimate),
+            show(kind, f.ci95_low),
+            show(kind, f.ci95_high)
         )
     } else {
-        fmt(kind, f.estimate)
+        show(kind, f.estimate)
     }
 }
-
-pub(crate) fn mark(status: Status) -> &'static str {
-    match status {
-        Status::Ok => "✅",
-        Status::AtRisk => "⚠️",
-        Status::Broken => "❌",
-    }
-}
-
-/// The verdict legend, shared by `summary.md` and the page.
-pub(crate) const LEGEND: &str = "✅ holds: the whole 95% interval is within the limit · ⚠️ at risk: the estimate is within the limit, the interval reaches past it · ❌ broken: the estimate is past the limit";
 
 fn decision_md(out: &mut String, h: &Headline) {
     let r = &h.recommendation;
@@ -157,7 +149,7 @@ impl Exporter for MarkdownExporter {
                             "{} {} ≤ {}",
                             mark(v.status),
                             v.budget,
-                            html::budget_value(v.budget, v.limit)
+                            vocabulary::budget_value(v.budget, v.limit)
                         )
                     })
                     .collect::<Vec<_>>()
@@ -178,12 +170,12 @@ impl Exporter for MarkdownExporter {
                     out.push_str(&format!(
                         "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
                         cell(&s.name),
-                        fmt(Kind::Rate, r.rate_per_s),
+                        show(Quantity::Rate, r.rate_per_s),
                         r.retention,
-                        range(Kind::Bytes, &f.store_bytes),
-                        fmt(Kind::Bytes, f.bytes_per_record.estimate.round()),
-                        range(Kind::PerDay, &f.duplicate_labels_per_day),
-                        range(Kind::UsdPerDay, &f.total_cost_per_day),
+                        range(Quantity::Bytes, &f.store_bytes),
+                        show(Quantity::Bytes, f.bytes_per_record.estimate.round()),
+                        range(Quantity::PerDay, &f.duplicate_labels_per_day),
+                        range(Quantity::UsdPerDay, &f.total_cost_per_day),
                         verdicts(r)
                     ));
                 }
@@ -214,8 +206,8 @@ impl Exporter for MarkdownExporter {
                                 .join(", ")
                         ),
                         r.retention,
-                        range(Kind::PerDay, &f.duplicate_labels_per_day),
-                        range(Kind::PerDay, &f.unlabelled_per_day),
+                        range(Quantity::PerDay, &f.duplicate_labels_per_day),
+                        range(Quantity::PerDay, &f.unlabelled_per_day),
                         verdicts(r)
                     ));
                 }
@@ -298,51 +290,18 @@ fn stores_md(out: &mut String, rows: &[StoreRow]) {
             "| {} | {} | {} ({} – {}) | {} at {}/GB-month | {} | {} | {} |
 ",
             cell(&r.store),
-            range(Kind::Bytes, &r.bytes_per_record),
-            fmt(Kind::Bytes, r.store_bytes),
-            fmt(Kind::Bytes, r.store_bytes_ci95[0]),
-            fmt(Kind::Bytes, r.store_bytes_ci95[1]),
+            range(Quantity::Bytes, &r.bytes_per_record),
+            show(Quantity::Bytes, r.store_bytes),
+            show(Quantity::Bytes, r.store_bytes_ci95[0]),
+            show(Quantity::Bytes, r.store_bytes_ci95[1]),
             r.priced_as,
-            fmt(Kind::Usd, r.usd_per_gb_month),
-            fmt(Kind::UsdPerDay, r.storage_cost_per_day),
-            range(Kind::PerDay, &r.duplicate_labels_per_day),
+            show(Quantity::Usd, r.usd_per_gb_month),
+            show(Quantity::UsdPerDay, r.storage_cost_per_day),
+            range(Quantity::PerDay, &r.duplicate_labels_per_day),
             cell(r.caveat.unwrap_or("nothing"))
         ));
     }
     out.push('\n');
-}
-
-pub(crate) fn change_kind(figure: &str) -> Kind {
-    match figure {
-        "store_bytes" | "bytes_per_record" => Kind::Bytes,
-        "duplicate_labels_per_day" => Kind::PerDay,
-        _ => Kind::UsdPerDay,
-    }
-}
-
-pub(crate) fn change_label(figure: &str) -> &'static str {
-    match figure {
-        "store_bytes" => "Store size",
-        "bytes_per_record" => "Bytes per record",
-        "duplicate_labels_per_day" => "Duplicate labels",
-        _ => "Daily cost",
-    }
-}
-
-/// `+12.3% (95%: +10.1% – +14.5%)`.
-pub(crate) fn relative_text(c: &Change) -> String {
-    if !c.relative.is_finite() {
-        return "–".into();
-    }
-    match c.relative_ci95 {
-        Some([lo, hi]) => format!(
-            "{:+.1}% ({:+.1}% – {:+.1}%)",
-            c.relative * 100.0,
-            lo * 100.0,
-            hi * 100.0
-        ),
-        None => format!("{:+.1}%", c.relative * 100.0),
-    }
 }
 
 fn comparison_md(out: &mut String, c: &Comparison) {
@@ -361,7 +320,7 @@ fn comparison_md(out: &mut String, c: &Comparison) {
         );
         out.push_str("|---|---:|---|---|---|---|\n");
         for x in real {
-            let k = change_kind(x.figure);
+            let k = change_quantity(x.figure);
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | **{}** |\n",
                 cell(&x.scenario),

@@ -8,6 +8,7 @@
 //! copied into the script), so moving a control gives what `idemcalc estimate` would print.
 
 use super::charts::{self, Bar, KeyLine, RatePalette, SimPoint, TradeoffRow, Window};
+use super::vocabulary::{self, Quantity, budget_label, budget_value, show};
 use super::{RunResult, ScenarioResult, Status, Summary};
 use crate::decision::{Choice, Recommendation, Targets};
 use crate::format::{
@@ -32,54 +33,6 @@ pub enum HtmlError {
     Json(#[from] serde_json::Error),
 }
 
-/// How a number is shown; the page's script has a formatter of the same name for each, and
-/// checks at load that it agrees with these on the values of the run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Kind {
-    Bytes,
-    Count,
-    PerDay,
-    Usd,
-    UsdPerDay,
-    Percent,
-    Duration,
-    Rate,
-}
-
-/// Formats `v` the way the page shows a figure of this kind.
-pub fn fmt(kind: Kind, v: f64) -> String {
-    match kind {
-        Kind::Bytes => human_bytes(v),
-        Kind::Count => human_count(v),
-        Kind::PerDay => format!("{}/day", human_count(v)),
-        Kind::Usd => usd(v),
-        Kind::UsdPerDay => format!("{}/day", usd(v)),
-        Kind::Percent => percent(v),
-        Kind::Duration => human_duration(v),
-        Kind::Rate => rate_per_s(v),
-    }
-}
-
-/// A budget's figure or limit in its unit: GB, labels per day or dollars per day.
-pub fn budget_value(budget: &str, v: f64) -> String {
-    match budget {
-        "max_store_gb" => human_bytes(v * 1e9),
-        "max_duplicates_per_day" => fmt(Kind::PerDay, v),
-        "max_store_growth" => format!("{:+.1}%", v * 100.0),
-        _ => fmt(Kind::UsdPerDay, v),
-    }
-}
-
-pub fn budget_label(budget: &str) -> &'static str {
-    match budget {
-        "max_store_gb" => "Store size",
-        "max_duplicates_per_day" => "Duplicate labels",
-        "max_store_growth" => "Store growth",
-        _ => "Daily cost",
-    }
-}
-
 /// A measured figure: estimate, 95 % interval and the model's value, as text.
 #[derive(Debug, Clone, Serialize)]
 struct FigureView {
@@ -89,21 +42,21 @@ struct FigureView {
     model: String,
 }
 
-fn interval(kind: Kind, f: &Figure) -> String {
-    format!("{} – {}", fmt(kind, f.ci95_low), fmt(kind, f.ci95_high))
+fn interval(kind: Quantity, f: &Figure) -> String {
+    format!("{} – {}", show(kind, f.ci95_low), show(kind, f.ci95_high))
 }
 
-fn figure_view(label: &'static str, kind: Kind, f: &Figure) -> FigureView {
+fn figure_view(label: &'static str, kind: Quantity, f: &Figure) -> FigureView {
     FigureView {
         label,
-        estimate: fmt(kind, f.estimate),
+        estimate: show(kind, f.estimate),
         interval: interval(kind, f),
-        model: fmt(kind, f.analytic),
+        model: show(kind, f.analytic),
     }
 }
 
 /// A steady-state figure, or why the run has none.
-fn steady_view(label: &'static str, kind: Kind, f: &Figure, r: &RunResult) -> FigureView {
+fn steady_view(label: &'static str, kind: Quantity, f: &Figure, r: &RunResult) -> FigureView {
     if steady_reached(r) {
         figure_view(label, kind, f)
     } else {
@@ -111,7 +64,7 @@ fn steady_view(label: &'static str, kind: Kind, f: &Figure, r: &RunResult) -> Fi
             label,
             estimate: "not reached".into(),
             interval: not_reached(r),
-            model: fmt(kind, f.analytic),
+            model: show(kind, f.analytic),
         }
     }
 }
@@ -214,8 +167,8 @@ struct WhatIf {
     context: String,
     controls: Vec<Control>,
     outputs: Vec<Output>,
-    recommended: String,
-    recommended_cost: String,
+    cheapest: String,
+    cheapest_cost: String,
     /// The decision rule at the panel's starting inputs (no bytes-per-record interval).
     decision: String,
     decision_note: String,
@@ -289,19 +242,19 @@ fn slug(name: &str) -> String {
 /// The controls of the "What if?" panel: each steps through values people configure, plus the
 /// run's own value. `name` is the model input it sets; the page reads `#retention=259200`
 /// style URL fragments with the `param` names below.
-const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
+const CONTROLS: &[(&str, &str, &str, Quantity, &[f64])] = &[
     (
         "retention_s",
         "Retention",
         "",
-        Kind::Duration,
+        Quantity::Duration,
         model::SWEEP_RETENTIONS_S,
     ),
     (
         "rate_per_s",
         "Average rate",
         "calls/s",
-        Kind::Rate,
+        Quantity::Rate,
         &[
             50.0, 100.0, 200.0, 400.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 3_000.0, 5_000.0, 10_000.0,
         ],
@@ -310,21 +263,21 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
         "label_price_usd",
         "Label price",
         "per label",
-        Kind::Usd,
+        Quantity::Usd,
         &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0],
     ),
     (
         "storage_usd_per_gb_month",
         "Storage price",
         "per GB-month",
-        Kind::Usd,
+        Quantity::Usd,
         &[0.02, 0.05, 0.08, 0.10, 0.115, 0.15, 0.20, 0.25, 0.50, 1.00],
     ),
     (
         "timeout_fraction",
         "Calls that time out",
         "",
-        Kind::Percent,
+        Quantity::Percent,
         &[
             0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
         ],
@@ -333,14 +286,14 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
         "done_fraction",
         "Of those, already done",
         "",
-        Kind::Percent,
+        Quantity::Percent,
         &[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
     ),
     (
         "bytes_per_record",
         "Bytes per record",
         "measured by default",
-        Kind::Bytes,
+        Quantity::Bytes,
         &[
             150.0, 200.0, 300.0, 400.0, 512.0, 600.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 4_000.0,
             5_000.0,
@@ -350,35 +303,35 @@ const CONTROLS: &[(&str, &str, &str, Kind, &[f64])] = &[
         "carrier_window_s",
         "Carrier's key window",
         "",
-        Kind::Duration,
+        Quantity::Duration,
         &[0.0, 3_600.0, 21_600.0, 86_400.0, 259_200.0, 604_800.0],
     ),
     (
         "replicas",
         "Copies of the store",
         "primary + standbys",
-        Kind::Count,
+        Quantity::Count,
         &[1.0, 2.0, 3.0, 4.0, 5.0],
     ),
     (
         KEY,
         "Key size",
         "mean",
-        Kind::Bytes,
+        Quantity::Bytes,
         &[16.0, 36.0, 64.0, 128.0, 255.0],
     ),
     (
         RESPONSE,
         "Saved response size",
         "mean",
-        Kind::Bytes,
+        Quantity::Bytes,
         &[100.0, 300.0, 600.0, 1_000.0, 2_000.0, 4_000.0],
     ),
     (
         TARGET,
         "Duplicates target",
         "at most",
-        Kind::PerDay,
+        Quantity::PerDay,
         &[
             1.0 / 365.0,
             1.0 / 30.0,
@@ -410,71 +363,71 @@ struct Start {
 }
 
 /// The figures the panel recomputes, in the order shown.
-const OUTPUTS: &[(&str, &str, Kind, bool)] = &[
+const OUTPUTS: &[(&str, &str, Quantity, bool)] = &[
     (
         "bytes_per_record",
         "Bytes per record used",
-        Kind::Bytes,
+        Quantity::Bytes,
         false,
     ),
     (
         "store_bytes",
         "Store size at average load",
-        Kind::Bytes,
+        Quantity::Bytes,
         true,
     ),
     (
         "duplicate_labels_per_day",
         "Duplicate labels with keys",
-        Kind::PerDay,
+        Quantity::PerDay,
         true,
     ),
     (
         "total_cost_per_day",
         "Total daily cost with keys",
-        Kind::UsdPerDay,
+        Quantity::UsdPerDay,
         true,
     ),
     (
         "peak_store_bytes",
         "Worst case, peak all day",
-        Kind::Bytes,
+        Quantity::Bytes,
         false,
     ),
     (
         "late_after_purge_per_day",
         "Retries after the purge",
-        Kind::PerDay,
+        Quantity::PerDay,
         false,
     ),
     (
         "storage_cost_per_day",
         "Storage cost",
-        Kind::UsdPerDay,
+        Quantity::UsdPerDay,
         false,
     ),
     (
         "duplicate_cost_per_day",
         "Duplicate labels cost",
-        Kind::UsdPerDay,
+        Quantity::UsdPerDay,
         false,
     ),
     (
         "duplicates_without_keys_per_day",
         "Duplicates without keys",
-        Kind::PerDay,
+        Quantity::PerDay,
         false,
     ),
     (
         "duplicate_cost_without_keys_per_day",
         "Cost without keys",
-        Kind::UsdPerDay,
+        Quantity::UsdPerDay,
         false,
     ),
     (
         "saving_per_day",
         "What the keys save",
-        Kind::UsdPerDay,
+        Quantity::UsdPerDay,
         false,
     ),
 ];
@@ -542,19 +495,19 @@ fn model_json(
         .iter()
         .map(|(name, _, kind, _)| serde_json::json!({"name": name, "kind": kind}))
         .collect();
-    let figures = model::figures(base, dist).unwrap_or_default();
+    let figures = model::figures(base, dist).ok();
     let estimate = model::estimate(base, dist);
     // Values whose formatting the script must reproduce exactly: the run's figures, and the
     // edge cases of rounding (exact ties, unit boundaries).
-    let mut checks: Vec<(Kind, f64)> = Vec::new();
+    let mut checks: Vec<(Quantity, f64)> = Vec::new();
     for (name, _, kind, _) in OUTPUTS {
-        checks.push((*kind, figures.get(name).copied().unwrap_or(f64::NAN)));
+        checks.push((*kind, figures.and_then(|f| f.get(name)).unwrap_or(f64::NAN)));
     }
     for r in &estimate.retention_sweep {
-        checks.push((Kind::Bytes, r.store_bytes));
-        checks.push((Kind::UsdPerDay, r.total_cost_per_day));
-        checks.push((Kind::PerDay, r.duplicate_labels_per_day));
-        checks.push((Kind::Duration, r.retention_s));
+        checks.push((Quantity::Bytes, r.store_bytes));
+        checks.push((Quantity::UsdPerDay, r.total_cost_per_day));
+        checks.push((Quantity::PerDay, r.duplicate_labels_per_day));
+        checks.push((Quantity::Duration, r.retention_s));
     }
     for v in [
         0.0,
@@ -573,11 +526,11 @@ fn model_json(
         -1234.4,
     ] {
         for kind in [
-            Kind::Bytes,
-            Kind::Count,
-            Kind::Usd,
-            Kind::Percent,
-            Kind::Rate,
+            Quantity::Bytes,
+            Quantity::Count,
+            Quantity::Usd,
+            Quantity::Percent,
+            Quantity::Rate,
         ] {
             checks.push((kind, v));
         }
@@ -594,12 +547,12 @@ fn model_json(
         2_592_000.0,
         1.5,
     ] {
-        checks.push((Kind::Duration, v));
+        checks.push((Quantity::Duration, v));
     }
     let checks: Vec<serde_json::Value> = checks
         .into_iter()
         .filter(|(_, v)| v.is_finite())
-        .map(|(k, v)| serde_json::json!([k, v, fmt(k, v)]))
+        .map(|(k, v)| serde_json::json!([k, v, show(k, v)]))
         .collect();
     let fragment: Vec<(&str, &str)> = vec![
         ("bytes_per_record", "bytes_per_record"),
@@ -639,8 +592,8 @@ fn model_json(
         o.insert("check_formats".into(), serde_json::Value::Array(checks));
         o.insert("check_figures".into(), serde_json::to_value(&figures)?);
         o.insert(
-            "check_recommended_s".into(),
-            serde_json::to_value(estimate.recommended_retention_s)?,
+            "check_cheapest_s".into(),
+            serde_json::to_value(estimate.cheapest_retention_s)?,
         );
         o.insert("targets".into(), serde_json::to_value(targets)?);
         o.insert(
@@ -722,8 +675,8 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
     let m = &r.model;
     let signal = |label, value: f64, expected: f64, detects| Signal {
         label,
-        value: fmt(Kind::PerDay, value),
-        expected: fmt(Kind::PerDay, expected),
+        value: show(Quantity::PerDay, value),
+        expected: show(Quantity::PerDay, expected),
         detects,
         lit: value > 2.0 * expected + 1e-9,
     };
@@ -782,10 +735,10 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
                 hover: format!(
                     "{} {name}: {} at full traffic ({} replayed)",
                     o.status,
-                    fmt(Kind::PerDay, o.per_day),
+                    show(Quantity::PerDay, o.per_day),
                     thousands(o.replayed as f64)
                 ),
-                text: fmt(Kind::PerDay, o.per_day),
+                text: show(Quantity::PerDay, o.per_day),
             }
         })
         .collect();
@@ -844,35 +797,39 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
             percent(s.sample_timed_out),
         ),
         figures: vec![
-            steady_view("Store size (steady)", Kind::Bytes, &f.store_bytes, r),
+            steady_view("Store size (steady)", Quantity::Bytes, &f.store_bytes, r),
             steady_view(
                 "Records in the store (steady)",
-                Kind::Count,
+                Quantity::Count,
                 &f.store_records,
                 r,
             ),
-            figure_view("Bytes per record", Kind::Bytes, &f.bytes_per_record),
-            figure_view("Timed-out calls", Kind::PerDay, &f.timed_out_per_day),
+            figure_view("Bytes per record", Quantity::Bytes, &f.bytes_per_record),
+            figure_view("Timed-out calls", Quantity::PerDay, &f.timed_out_per_day),
             figure_view(
                 "Retries after the purge",
-                Kind::PerDay,
+                Quantity::PerDay,
                 &f.late_after_purge_per_day,
             ),
             figure_view(
                 "Duplicate labels",
-                Kind::PerDay,
+                Quantity::PerDay,
                 &f.duplicate_labels_per_day,
             ),
             figure_view(
                 "Money on duplicates",
-                Kind::UsdPerDay,
+                Quantity::UsdPerDay,
                 &f.duplicate_cost_per_day,
             ),
-            figure_view("Storage cost", Kind::UsdPerDay, &f.storage_cost_per_day),
-            figure_view("Total daily cost", Kind::UsdPerDay, &f.total_cost_per_day),
+            figure_view("Storage cost", Quantity::UsdPerDay, &f.storage_cost_per_day),
+            figure_view(
+                "Total daily cost",
+                Quantity::UsdPerDay,
+                &f.total_cost_per_day,
+            ),
             figure_view(
                 "Parcels left unlabelled",
-                Kind::PerDay,
+                Quantity::PerDay,
                 &f.unlabelled_per_day,
             ),
         ],
@@ -1033,7 +990,7 @@ struct DecisionView {
 
 fn per_day_text(v: f64) -> String {
     if v.abs() >= 100.0 {
-        fmt(Kind::PerDay, v)
+        show(Quantity::PerDay, v)
     } else {
         format!("{}/day", significant(v, 3))
     }
@@ -1050,7 +1007,7 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         (None, None) => (
             "No retention meets the targets or fits the budgets".to_string(),
             false,
-            &r.cost_optimal,
+            &r.cheapest,
         ),
     };
     let t = &r.targets;
@@ -1110,7 +1067,7 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         },
         Card {
             label: "Daily cost",
-            value: fmt(Kind::UsdPerDay, c.total_cost_per_day),
+            value: show(Quantity::UsdPerDay, c.total_cost_per_day),
             interval: format!(
                 "storage {} + duplicates {}",
                 usd(c.storage_cost_per_day),
@@ -1118,21 +1075,21 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
             ),
             model: t
                 .max_cost_per_day
-                .map(|m| format!("budget {}", fmt(Kind::UsdPerDay, m)))
+                .map(|m| format!("budget {}", show(Quantity::UsdPerDay, m)))
                 .unwrap_or_else(|| "no cost budget".into()),
         },
     ];
     if !met {
         cards[0].label = "Closest retention";
     }
-    let o = &r.cost_optimal;
+    let o = &r.cheapest;
     let optimum = format!(
         "Cheapest retention: {} at {} ({} real duplicates, {} per copy){}",
         o.retention,
-        fmt(Kind::UsdPerDay, o.total_cost_per_day),
+        show(Quantity::UsdPerDay, o.total_cost_per_day),
         per_day_text(o.duplicate_labels_per_day),
         human_bytes(o.store_bytes),
-        if r.cost_optimal_is_assumption {
+        if r.cheapest_is_assumption {
             format!(
                 ", which is the retry distribution's horizon ({}): an assumption, not a measurement.",
                 human_duration(r.horizon_s)
@@ -1149,7 +1106,7 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         cards,
         notes: r.notes.clone(),
         optimum,
-        optimum_is_assumption: r.cost_optimal_is_assumption,
+        optimum_is_assumption: r.cheapest_is_assumption,
     }
 }
 
@@ -1207,21 +1164,21 @@ fn glance_row(s: &ScenarioResult, r: &RunResult) -> GlanceRow {
         retention: r.retention.clone(),
         deviations: s.deviations.join(", "),
         store: if steady {
-            fmt(Kind::Bytes, f.store_bytes.estimate)
+            show(Quantity::Bytes, f.store_bytes.estimate)
         } else {
             "not reached".into()
         },
         store_interval: if steady {
-            interval(Kind::Bytes, &f.store_bytes)
+            interval(Quantity::Bytes, &f.store_bytes)
         } else {
             not_reached(r)
         },
         bytes_per_record: human_bytes(f.bytes_per_record.estimate.round()),
-        duplicates: fmt(Kind::PerDay, f.duplicate_labels_per_day.estimate),
-        duplicates_interval: interval(Kind::PerDay, &f.duplicate_labels_per_day),
-        unlabelled: fmt(Kind::PerDay, f.unlabelled_per_day.estimate),
-        cost: fmt(Kind::UsdPerDay, f.total_cost_per_day.estimate),
-        cost_interval: interval(Kind::UsdPerDay, &f.total_cost_per_day),
+        duplicates: show(Quantity::PerDay, f.duplicate_labels_per_day.estimate),
+        duplicates_interval: interval(Quantity::PerDay, &f.duplicate_labels_per_day),
+        unlabelled: show(Quantity::PerDay, f.unlabelled_per_day.estimate),
+        cost: show(Quantity::UsdPerDay, f.total_cost_per_day.estimate),
+        cost_interval: interval(Quantity::UsdPerDay, &f.total_cost_per_day),
         marks: r
             .verdicts
             .iter()
@@ -1260,21 +1217,21 @@ fn store_views(rows: &[crate::run::StoreRow]) -> Vec<StoreView> {
         .map(|r| StoreView {
             store: r.store.clone(),
             bytes_per_record: human_bytes(r.bytes_per_record.estimate.round()),
-            bytes_interval: interval(Kind::Bytes, &r.bytes_per_record),
-            store_size: fmt(Kind::Bytes, r.store_bytes),
+            bytes_interval: interval(Quantity::Bytes, &r.bytes_per_record),
+            store_size: show(Quantity::Bytes, r.store_bytes),
             store_interval: format!(
                 "{} – {}",
-                fmt(Kind::Bytes, r.store_bytes_ci95[0]),
-                fmt(Kind::Bytes, r.store_bytes_ci95[1])
+                show(Quantity::Bytes, r.store_bytes_ci95[0]),
+                show(Quantity::Bytes, r.store_bytes_ci95[1])
             ),
             priced_as: format!(
                 "{} at {}/GB-month",
                 r.priced_as,
-                fmt(Kind::Usd, r.usd_per_gb_month)
+                show(Quantity::Usd, r.usd_per_gb_month)
             ),
-            cost: fmt(Kind::UsdPerDay, r.storage_cost_per_day),
-            duplicates: fmt(Kind::PerDay, r.duplicate_labels_per_day.estimate),
-            duplicates_interval: interval(Kind::PerDay, &r.duplicate_labels_per_day),
+            cost: show(Quantity::UsdPerDay, r.storage_cost_per_day),
+            duplicates: show(Quantity::PerDay, r.duplicate_labels_per_day.estimate),
+            duplicates_interval: interval(Quantity::PerDay, &r.duplicate_labels_per_day),
             caveat: r.caveat,
         })
         .collect()
@@ -1308,8 +1265,8 @@ struct ComparisonView {
     rows: Vec<ChangeRow>,
 }
 
-fn comparison_view(c: &crate::run::compare::Comparison) -> ComparisonView {
-    let kind = super::export::change_kind;
+fn comparison_view(c: &crate::run::Comparison) -> ComparisonView {
+    let kind = vocabulary::change_quantity;
     let real = c.changes.iter().filter(|x| x.real).count();
     ComparisonView {
         baseline: c.baseline.clone(),
@@ -1324,10 +1281,10 @@ fn comparison_view(c: &crate::run::compare::Comparison) -> ComparisonView {
             .map(|x| ChangeRow {
                 scenario: x.scenario.clone(),
                 retention: x.retention.clone(),
-                figure: super::export::change_label(x.figure),
-                before: fmt(kind(x.figure), x.before.estimate),
-                after: fmt(kind(x.figure), x.after.estimate),
-                change: super::export::relative_text(x),
+                figure: vocabulary::change_label(x.figure),
+                before: show(kind(x.figure), x.before.estimate),
+                after: show(kind(x.figure), x.after.estimate),
+                change: vocabulary::relative_text(x),
                 real: x.real,
             })
             .collect(),
@@ -1379,7 +1336,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         response_bytes: payload.response_bytes.mean_bytes(),
     };
     let base_estimate = model::estimate(&base, &dist);
-    let base_figures = model::figures(&base, &dist).unwrap_or_default();
+    let base_figures = model::figures(&base, &dist).ok();
 
     // What if?
     let controls = CONTROLS
@@ -1397,7 +1354,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
                 unit,
                 max_index: values.len().saturating_sub(1),
                 index,
-                text: fmt(*kind, own),
+                text: show(*kind, own),
             }
         })
         .collect();
@@ -1405,13 +1362,12 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         .iter()
         .map(|(name, label, kind, big)| {
             let v = base_figures
-                .get(name)
-                .copied()
+                .and_then(|f| f.get(name))
                 .unwrap_or_else(|| param(&base, name));
             Output {
                 name,
                 label,
-                text: fmt(*kind, v),
+                text: show(*kind, v),
                 value: v,
                 big: *big,
             }
@@ -1460,10 +1416,10 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         ),
         controls,
         outputs,
-        recommended: human_duration(base_estimate.recommended_retention_s),
-        recommended_cost: fmt(
-            Kind::UsdPerDay,
-            base_estimate.recommended_total_cost_per_day,
+        cheapest: human_duration(base_estimate.cheapest_retention_s),
+        cheapest_cost: show(
+            Quantity::UsdPerDay,
+            base_estimate.cheapest_total_cost_per_day,
         ),
         decision: start_decision
             .as_ref()
@@ -1475,7 +1431,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
                     "{} per copy, {} duplicates/day, {}",
                     human_bytes(c.store_bytes),
                     human_count(c.duplicate_labels_per_day),
-                    fmt(Kind::UsdPerDay, c.total_cost_per_day)
+                    show(Quantity::UsdPerDay, c.total_cost_per_day)
                 )
             },
         ),
@@ -1487,8 +1443,8 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
                     vec![
                         human_duration(r.retention_s),
                         human_bytes(r.store_bytes),
-                        fmt(Kind::PerDay, r.duplicates_per_day),
-                        fmt(Kind::UsdPerDay, r.total_cost_per_day),
+                        show(Quantity::PerDay, r.duplicates_per_day),
+                        show(Quantity::UsdPerDay, r.total_cost_per_day),
                     ]
                 })
                 .collect(),
@@ -1496,7 +1452,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         tradeoff_svg: svg_or_note(charts::tradeoff(
             &sweep_rows(&base_estimate),
             base.retention_s,
-            base_estimate.recommended_retention_s,
+            base_estimate.cheapest_retention_s,
             primary_colour,
             &sim_points,
         )),

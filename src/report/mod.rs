@@ -15,6 +15,7 @@ pub mod charts;
 pub mod export;
 pub mod html;
 pub mod text;
+pub mod vocabulary;
 
 use std::path::{Path, PathBuf};
 
@@ -63,7 +64,7 @@ fn describe_limit(
     ci95: [f64; 2],
     limit: f64,
 ) -> String {
-    let f = |v: f64| html::budget_value(budget, v);
+    let f = |v: f64| vocabulary::budget_value(budget, v);
     let interval = if ci95[0].is_finite() && ci95[1].is_finite() && ci95[0] < ci95[1] {
         format!(" (95%: {} – {})", f(ci95[0]), f(ci95[1]))
     } else {

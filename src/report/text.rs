@@ -3,13 +3,14 @@
 
 use crate::decision::Recommendation;
 use crate::duration;
+use crate::duration::DAY_S;
 use crate::format::{
     Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
     thousands, usd,
 };
 use crate::model::Estimate;
 use crate::sim::replay::{self, SimReport};
-use crate::traffic::{DAY_S, Head, Tail};
+use crate::traffic::{Head, Tail};
 
 /// The decision's sentences, after the sweep.
 pub fn decision(r: &Recommendation) -> String {
@@ -279,12 +280,12 @@ pub fn estimate(e: &Estimate, source: &str) -> String {
     ));
     out.push_str(&sweep_table(e));
     out.push_str(&format!(
-        "\n  Recommended retention: {}, {}/day, the cheapest in the sweep.\n",
-        human_duration(e.recommended_retention_s),
-        usd(e.recommended_total_cost_per_day)
+        "\n  Cheapest retention: {}, {}/day in storage and duplicate labels (the decision below\n  says what to keep).\n",
+        human_duration(e.cheapest_retention_s),
+        usd(e.cheapest_total_cost_per_day)
     ));
     let horizon_s = e.retry_delay.max_horizon_s();
-    if e.recommended_retention_s >= horizon_s {
+    if e.cheapest_retention_s >= horizon_s {
         // The answer then rests on an assumption, not on data: say which flag moves it.
         out.push_str(&format!(
             "  No retry is assumed to arrive after {} (the distribution's horizon; set it with\n  \
@@ -377,7 +378,7 @@ fn sweep_table(e: &Estimate) -> String {
             if r.retention_s == e.params.retention_s {
                 marks.push("◀ retention");
             }
-            if r.retention_s == e.recommended_retention_s {
+            if r.retention_s == e.cheapest_retention_s {
                 marks.push("◀ cheapest");
             }
             vec![

@@ -8,12 +8,11 @@
 //! another seed marks nothing in 19 reports out of 20, while a doubled response size marks the
 //! store at once. Figures without an interval (exact counts) change when they differ at all.
 //!
-//! The baseline is read as plain JSON, field by field, so a summary of schema version 1 or 2
+//! The baseline is read as plain JSON, field by field, so a summary of any schema version (1 to 3)
 //! compares; a scenario or retention missing on either side is listed, not guessed.
 
-use super::results::{BrokenBudget, RunFigures, Summary};
+use super::results::{BrokenBudget, Change, Comparison, RunFigures, Summary};
 use crate::sim::replay::Figure;
-use serde::Serialize;
 use statrs::distribution::{ContinuousCDF, Normal};
 use std::path::Path;
 
@@ -27,35 +26,6 @@ const FIGURES: &[(&str, &str)] = &[
 
 /// Family-wise false-alarm rate of the "real change" marks.
 const FAMILY_ALPHA: f64 = 0.05;
-
-#[derive(Debug, Clone, Serialize)]
-pub struct Comparison {
-    /// The baseline file as given on the command line.
-    pub baseline: String,
-    /// The z a difference must exceed to be marked (after the Bonferroni correction).
-    pub z_threshold: f64,
-    pub changes: Vec<Change>,
-    /// `scenario (retention)` present on one side only.
-    pub only_in_baseline: Vec<String>,
-    pub only_in_this_run: Vec<String>,
-}
-
-/// One figure before and after.
-#[derive(Debug, Clone, Serialize)]
-pub struct Change {
-    pub scenario: String,
-    pub retention: String,
-    pub figure: &'static str,
-    pub unit: &'static str,
-    pub before: Figure,
-    pub after: Figure,
-    /// `after / before - 1`; NaN when the baseline is zero.
-    pub relative: f64,
-    /// 95 % interval of `relative` (delta method), when both sides have intervals.
-    pub relative_ci95: Option<[f64; 2]>,
-    /// The difference is larger than sampling explains (see the module's test).
-    pub real: bool,
-}
 
 /// Reads a previous `summary.json` and compares `summary` with it. Errors name the file.
 pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison> {

@@ -1,45 +1,40 @@
-//! Runs: validated [`Settings`] (or scenarios) → jobs → measurements, with the model's estimate
-//! evaluated once per job from the very inputs the job ran with → [`results`] and budget
-//! verdicts.
+//! Runs: validated settings (or scenarios) → a [`Plan`] each, before any store opens → jobs →
+//! measurements, with the plan's one model evaluation per job beside them → [`results`] and
+//! budget verdicts.
 //!
 //! This is the only layer that schedules work and opens stores ([`stores::Stores`], one place
 //! for every store's lifecycle). It knows no output format: the report's exporters and
 //! the CLI turn its results into text.
 
 pub mod compare;
+pub mod plan;
 pub mod results;
 
 use crate::store::{Slot, StoreOptions, Stores};
+pub use plan::{JobPlan, Plan};
 pub use results::*;
 
-use crate::decision::{DecisionInputs, Recommendation, Targets, decide};
+use crate::decision::{DecisionInputs, Recommendation, decide};
 use crate::engine::{CarrierKey, KeyScope, RecordPlacement};
-use crate::model::{self, Estimate, ModelParams};
+use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
-use crate::settings::Settings;
-use crate::sim::replay::{self, Figure, Progress, SimConfig, SimReport};
-use crate::sim::timeline::{self, TimelineReport};
-use crate::traffic::{Arrivals, RetryDelay};
+use crate::sim::replay::{self, Figure, Progress, SimReport};
+use crate::sim::timeline::TimelineReport;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Runs the simulation of every retention of `settings` in parallel, each replicate on its own
-/// store from `stores`, and puts the model's figures (from the same settings) beside each.
+/// Runs the simulation of every retention of `plan` in parallel, each replicate on its own
+/// store from `stores`, and puts the plan's model figures beside each.
 pub fn simulate(
-    settings: &Settings,
+    plan: &Plan,
     stores: &Stores,
     progress: &Progress<'_>,
 ) -> anyhow::Result<Vec<SimReport>> {
     use rayon::prelude::*;
-    let dist = settings.retry_delay()?;
-    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
-    let replicates = settings.traffic.replicates;
-    let configs = settings.sim_configs();
-    let reports = configs
+    plan.jobs
         .par_iter()
         .enumerate()
-        .map(|(point, cfg)| {
-            let sweeper = sweeper_for(settings, cfg.retention_s());
+        .map(|(point, job)| {
             let open = |replicate: u32| {
                 stores.open_with(
                     Slot {
@@ -47,71 +42,59 @@ pub fn simulate(
                         replicate,
                         ..Slot::default()
                     },
-                    sweeper,
+                    job.sweeper,
                 )
             };
             let mut sim = replay::simulate(
-                cfg,
-                &arrivals,
-                &dist,
-                replicates,
+                &job.config,
+                &plan.arrivals,
+                &plan.retry,
+                plan.settings.traffic.replicates,
                 stores.name(),
                 &open,
                 progress,
             )?;
-            let params = settings.model_params(cfg.retention_s());
-            with_model(&mut sim, &model::estimate(&params, &dist), &params);
-            note_sweeper(&mut sim, sweeper);
+            with_model(&mut sim, job);
             Ok(sim)
         })
-        .collect::<anyhow::Result<Vec<_>>>()?;
-    Ok(reports)
+        .collect()
 }
 
-/// A partition period shorter than this is refused by the store (at 1 s); the default keeps
-/// a short retention from making hundreds of partitions.
-const MIN_DEFAULT_PARTITION_S: f64 = 60.0;
-
-/// The store's sweeper at a retention (`--sweeper`): partitions default to a quarter of the
-/// retention, so a record outlives its retention by at most a quarter and a lookup probes
-/// about five partitions.
-fn sweeper_for(settings: &Settings, retention_s: f64) -> crate::store::Sweeper {
-    match settings.traffic.sweeper {
-        crate::settings::SweeperChoice::Delete => crate::store::Sweeper::Delete,
-        crate::settings::SweeperChoice::Partitions => {
-            let period_s = settings
-                .traffic
-                .partition_period_s
-                .unwrap_or((retention_s / 4.0).max(MIN_DEFAULT_PARTITION_S));
-            crate::store::Sweeper::Partitions {
-                period_ms: (period_s * 1000.0).round() as i64,
-            }
-        }
-    }
-}
-
-/// Says when records outlive their retention by design: the model counts a record until its
-/// expiry, a partitioned store until its partition is dropped.
-fn note_sweeper(sim: &mut SimReport, sweeper: crate::store::Sweeper) {
-    if let crate::store::Sweeper::Partitions { period_ms } = sweeper {
-        sim.notes.push(format!(
-            "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it) and the store holds that many more records than the model, which counts a record until it expires",
-            crate::duration::format_secs(period_ms as f64 / 1000.0)
-        ));
-    }
-}
-
-/// Replaces the simulator's own model figures (`analytic`) by the estimate at the run's full
-/// settings, so a report never mixes two parameter sets (the simulator only knows its own
-/// inputs, not `[model]`'s record size or prices).
-fn with_model(sim: &mut SimReport, e: &Estimate, params: &ModelParams) {
-    sim.bytes_per_record_measured.analytic = params.bytes_per_record;
-    sim.store_records_steady.analytic = e.store_bytes / params.bytes_per_record;
-    sim.store_bytes_steady.analytic = e.store_bytes;
+/// Puts the job's one model evaluation beside the simulator's measurements (the simulator
+/// measures only), and says when records outlive their retention by design.
+///
+/// The model's records and store are `rate × (retention + the sweeper's mean lag)`: an expired
+/// record waits for the next sweep, half a sweep period on average, and a partitioned store
+/// keeps it until its partition is dropped, half a partition period on average.
+fn with_model(sim: &mut SimReport, job: &JobPlan) {
+    let e = &job.model;
+    let p = &job.params;
+    let retention_s = job.retention_s();
+    let lag_s = match job.sweeper {
+        crate::store::Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0,
+        crate::store::Sweeper::Delete => job.config.sweep_period_s / 2.0,
+    };
+    let life = if retention_s > 0.0 {
+        (retention_s + lag_s) / retention_s
+    } else {
+        1.0
+    };
+    sim.bytes_per_record_measured.analytic = p.bytes_per_record;
+    sim.store_records_steady.analytic = e.store_bytes / p.bytes_per_record * life;
+    sim.store_bytes_steady.analytic = e.store_bytes * life;
     sim.timed_out_per_day.analytic = e.timed_out_per_day;
     sim.late_after_purge_per_day.analytic = e.late_after_purge_per_day;
     sim.duplicate_labels_per_day.analytic = e.duplicate_labels_per_day;
     sim.duplicate_cost_per_day.analytic = e.duplicate_cost_per_day;
+    if let crate::store::Sweeper::Partitions { period_ms } = job.sweeper {
+        let note = format!(
+            "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it); the model's records count that half",
+            crate::duration::format_secs(period_ms as f64 / 1000.0)
+        );
+        if !sim.notes.contains(&note) {
+            sim.notes.push(note);
+        }
+    }
 }
 
 /// Runs a scenario's scripted timeline on the store of `slot`, which must be empty: replaying a
@@ -129,7 +112,7 @@ pub fn timeline(
             store.describe()
         );
     }
-    let mut report = timeline::run(scenario, store)?;
+    let mut report = scenario.run_timeline(store)?;
     report.store = stores.name().to_string();
     Ok(report)
 }
@@ -138,46 +121,41 @@ pub fn timeline(
 struct Job<'a> {
     scenario: usize,
     retention: usize,
-    cfg: SimConfig,
-    arrivals: Arrivals,
-    dist: RetryDelay,
-    replicates: u32,
+    plan: &'a Plan,
+    job: &'a JobPlan,
     /// Expected replayed intents: the run time is about proportional to it.
     cost: f64,
     loaded: &'a Loaded,
 }
 
-/// Runs every scenario: timelines at once, simulations in parallel, longest first so two
-/// cores finish together. Returns the summary without bench results. `progress.tick` gets the
-/// fraction of all simulated work done.
+/// Every scenario's plan, in order, before any store opens: a scenario whose retry CDF
+/// cannot be read fails the report before anything runs.
+pub fn plans(loaded: &[Loaded]) -> anyhow::Result<Vec<Plan>> {
+    loaded.iter().map(Plan::for_scenario).collect()
+}
+
+/// Runs every scenario (`plans[i]` is `loaded[i]`'s): timelines at once, simulations in
+/// parallel, longest first so two cores finish together. Returns the summary without bench
+/// results. `progress.tick` gets the fraction of all simulated work done.
 pub fn scenarios(
     loaded: &[Loaded],
+    plans: &[Plan],
     stores: &Stores,
     progress: &Progress<'_>,
 ) -> anyhow::Result<Summary> {
     let mut jobs = Vec::new();
-    for (si, l) in loaded.iter().enumerate() {
-        if !l.scenario.simulated {
-            continue;
-        }
-        let settings = &l.scenario.settings;
-        let in_file = |e: String| anyhow::anyhow!("{}: {e}", l.path.display());
-        let arrivals = settings.arrivals().map_err(in_file)?;
-        let dist = settings
-            .retry_delay()
-            .map_err(|e| in_file(format!("{e:#}")))?;
-        for (ri, cfg) in l.scenario.sim_configs().into_iter().enumerate() {
+    for (si, (l, plan)) in loaded.iter().zip(plans).enumerate() {
+        for (ri, job) in plan.jobs.iter().enumerate() {
+            let cfg = &job.config;
             let (s_o, s_t) = cfg.fractions();
-            let per_s = arrivals.mean_rate_per_s()
+            let per_s = plan.arrivals.mean_rate_per_s()
                 * ((1.0 - cfg.timeout_fraction) * s_o + cfg.timeout_fraction * s_t);
-            let cost = per_s * cfg.arrival_s() * f64::from(settings.traffic.replicates);
+            let cost = per_s * cfg.arrival_s() * f64::from(plan.settings.traffic.replicates);
             jobs.push(Job {
                 scenario: si,
                 retention: ri,
-                cfg,
-                arrivals: arrivals.clone(),
-                dist: dist.clone(),
-                replicates: settings.traffic.replicates,
+                plan,
+                job,
                 cost,
                 loaded: l,
             });
@@ -207,7 +185,6 @@ pub fn scenarios(
                         tick: &tick,
                         interrupted: progress.interrupted,
                     };
-                    let sweeper = sweeper_for(&job.loaded.scenario.settings, job.cfg.retention_s());
                     let open = |replicate: u32| {
                         stores.open_with(
                             Slot {
@@ -216,20 +193,20 @@ pub fn scenarios(
                                 replicate,
                                 ..Slot::default()
                             },
-                            sweeper,
+                            job.job.sweeper,
                         )
                     };
                     let r = replay::simulate(
-                        &job.cfg,
-                        &job.arrivals,
-                        &job.dist,
-                        job.replicates,
+                        &job.job.config,
+                        &job.plan.arrivals,
+                        &job.plan.retry,
+                        job.plan.settings.traffic.replicates,
                         stores.name(),
                         &open,
                         &job_progress,
                     )
                     .map(|mut sim| {
-                        note_sweeper(&mut sim, sweeper);
+                        with_model(&mut sim, job.job);
                         sim
                     })
                     .map_err(|e| format!("{}: {e}", job.loaded.path.display()));
@@ -249,7 +226,7 @@ pub fn scenarios(
     }
 
     let mut scenarios = Vec::new();
-    for (si, l) in loaded.iter().enumerate() {
+    for (si, (l, plan)) in loaded.iter().zip(plans).enumerate() {
         let s = &l.scenario;
         let mut runs = Vec::new();
         for (j, job) in jobs.iter().enumerate() {
@@ -257,14 +234,7 @@ pub fn scenarios(
                 continue;
             }
             let Some(sim) = sims[j].take() else { continue };
-            let params = s.model_params(job.cfg.retention_s());
-            runs.push(run_result(
-                job.cfg.clone(),
-                params,
-                sim,
-                &job.dist,
-                s.budgets.as_ref(),
-            )?);
+            runs.push(run_result(job.job, sim, s.budgets.as_ref())?);
         }
         let timeline = match &s.timeline {
             None => None,
@@ -289,7 +259,7 @@ pub fn scenarios(
         };
         let decision = match kind {
             ScenarioKind::Sizing => Some(
-                decision(&s.settings, s.budgets.as_ref(), &runs)
+                decision(plan, s.budgets.as_ref(), &runs)
                     .map_err(|e| anyhow::anyhow!("{}: the decision: {e:#}", l.path.display()))?,
             ),
             _ => None,
@@ -319,7 +289,7 @@ const REDIS_CAVEAT: &str = "the key record and the label are in two stores: a cr
 /// a store in memory (Redis) at `memory_usd_per_gb_month`. Empty when no scenario was sized.
 pub fn compare_stores(
     summary: &Summary,
-    loaded: &[Loaded],
+    plans: &[Plan],
     main: &Stores,
     specs: &[String],
     progress: &Progress<'_>,
@@ -327,23 +297,23 @@ pub fn compare_stores(
     let Some(head) = &summary.decision else {
         return Ok(Vec::new());
     };
-    let Some((l, result)) = loaded
+    let Some((plan, result)) = plans
         .iter()
         .zip(&summary.scenarios)
-        .find(|(l, s)| s.name == head.scenario && l.scenario.name == head.scenario)
+        .find(|(_, s)| s.name == head.scenario)
     else {
         return Ok(Vec::new());
     };
-    let Some(first) = result.runs.first() else {
+    let (Some(first), Some(job)) = (result.runs.first(), plan.jobs.first()) else {
         return Ok(Vec::new());
     };
-    let settings = &l.scenario.settings;
+    let settings = &plan.settings;
     let rec = &head.recommendation;
     let choice = rec
         .recommended
         .as_ref()
         .or(rec.closest.as_ref())
-        .unwrap_or(&rec.cost_optimal);
+        .unwrap_or(&rec.cheapest);
     let row = |kind: &'static str, store: String, bytes: Figure, duplicates: Figure| {
         let memory = kind == "redis";
         let price = if memory {
@@ -382,7 +352,7 @@ pub fn compare_stores(
     // The scenario's sweeper wherever it can run (partitions: PostgreSQL only), named in the
     // row, so each store is measured with the layout the scenario asks for.
     let sweeper = |stores: &Stores| match stores.spec() {
-        crate::store::StoreSpec::Postgres { .. } => sweeper_for(settings, first.retention_s),
+        crate::store::StoreSpec::Postgres { .. } => job.sweeper,
         _ => crate::store::Sweeper::Delete,
     };
     let name = |stores: &Stores| {
@@ -398,9 +368,6 @@ pub fn compare_stores(
         first.figures.bytes_per_record,
         first.figures.duplicate_labels_per_day,
     )];
-    let arrivals = settings.arrivals().map_err(anyhow::Error::msg)?;
-    let dist = settings.retry_delay()?;
-    let cfg = first.config.clone();
     for spec in specs {
         let stores = Stores::new(
             Some(spec),
@@ -421,9 +388,9 @@ pub fn compare_stores(
             )
         };
         let sim = replay::simulate(
-            &cfg,
-            &arrivals,
-            &dist,
+            &job.config,
+            &plan.arrivals,
+            &plan.retry,
             settings.traffic.replicates,
             stores.name(),
             &open,
@@ -489,15 +456,12 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
 /// the store the engine really writes. Budgets are the decision's targets; without a
 /// duplicates budget the default risk target (fewer than one a month) applies.
 pub fn decision(
-    settings: &Settings,
+    plan: &Plan,
     budgets: Option<&Budgets>,
     runs: &[RunResult],
 ) -> anyhow::Result<Recommendation> {
-    let dist = settings.retry_delay()?;
-    let first = runs
-        .first()
-        .map_or_else(|| settings.retentions()[0], |r| r.retention_s);
-    let mut params = settings.model_params(first);
+    let settings = &plan.settings;
+    let mut params = plan.first_params();
     // The longest run reached the most representative steady state; any run measured the
     // record size, and all of them measured the same schema and payloads.
     let measured = runs
@@ -513,12 +477,13 @@ pub fn decision(
         }
     }
     let inputs = DecisionInputs {
-        targets: budgets.map(Targets::from_budgets).unwrap_or_default(),
+        targets: budgets.map(Budgets::targets).unwrap_or_default(),
         bytes_per_record_ci95: ci95,
         evidence: settings.retry.fitted.as_ref().and_then(|f| f.evidence()),
         count_carrier_window: !settings.budgets.without_carrier_window,
     };
-    decide(&params, &dist, &inputs).map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
+    decide(&params, &plan.retry, &inputs)
+        .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }
 
 /// The non-default engine and traffic switches, named like the scenario file names them, so a
@@ -557,7 +522,7 @@ fn deviations(s: &Scenario) -> Vec<String> {
     let c = &s.settings.carrier;
     // The seed's carrier remembers our derived key for a day; one that forgets sooner removes
     // the second line of defence behind a short retention.
-    if c.window_ms < 86_400_000 {
+    if c.window_ms < crate::duration::DAY_MS {
         out.push(format!(
             "carrier.window = {}",
             crate::duration::format_secs(c.window_ms as f64 / 1000.0)
@@ -575,32 +540,27 @@ fn deviations(s: &Scenario) -> Vec<String> {
     out
 }
 
-/// Maps a figure's three values through a function that grows with its input.
-fn map_figure(
-    f: &Figure,
-    analytic: f64,
-    g: impl Fn(f64) -> Result<f64, String>,
-) -> Result<Figure, String> {
+/// Maps a figure's values, the model's among them, through a function that grows with its
+/// input.
+fn map_figure(f: &Figure, g: impl Fn(f64) -> Result<f64, String>) -> Result<Figure, String> {
     Ok(Figure {
         estimate: g(f.estimate)?,
         ci95_low: g(f.ci95_low)?,
         ci95_high: g(f.ci95_high)?,
-        analytic,
+        analytic: g(f.analytic)?,
     })
 }
 
-/// A run's figures, verdicts and model, from one simulator report.
+/// A run's figures, verdicts and model, from one simulator report whose model column
+/// [`simulate`] or [`scenarios`] filled from `job`.
 pub fn run_result(
-    config: SimConfig,
-    params: ModelParams,
-    mut sim: SimReport,
-    dist: &RetryDelay,
+    job: &JobPlan,
+    sim: SimReport,
     budgets: Option<&Budgets>,
 ) -> anyhow::Result<RunResult> {
-    let model = model::estimate(&params, dist);
-    with_model(&mut sim, &model, &params);
+    let params = &job.params;
     let price = params.storage_usd_per_gb_month;
-    let storage = map_figure(&sim.store_bytes_steady, model.storage_cost_per_day, |b| {
+    let storage = map_figure(&sim.store_bytes_steady, |b| {
         model::formula(
             "storage_cost_per_day",
             &[
@@ -617,20 +577,18 @@ pub fn run_result(
             "total_cost_per_day",
             &[("storage_cost_per_day", s), ("duplicate_cost_per_day", d)],
         )
+        .map_err(anyhow::Error::msg)
     };
     let total_cost = Figure {
-        estimate: total(storage.estimate, d.estimate).map_err(anyhow::Error::msg)?,
-        ci95_low: total(storage.ci95_low, d.ci95_low).map_err(anyhow::Error::msg)?,
-        ci95_high: total(storage.ci95_high, d.ci95_high).map_err(anyhow::Error::msg)?,
-        analytic: model.total_cost_per_day,
+        estimate: total(storage.estimate, d.estimate)?,
+        ci95_low: total(storage.ci95_low, d.ci95_low)?,
+        ci95_high: total(storage.ci95_high, d.ci95_high)?,
+        analytic: total(storage.analytic, d.analytic)?,
     };
     let figures = RunFigures {
         store_bytes: sim.store_bytes_steady,
         store_records: sim.store_records_steady,
-        bytes_per_record: Figure {
-            analytic: params.bytes_per_record,
-            ..sim.bytes_per_record_measured
-        },
+        bytes_per_record: sim.bytes_per_record_measured,
         timed_out_per_day: sim.timed_out_per_day,
         late_after_purge_per_day: sim.late_after_purge_per_day,
         duplicate_labels_per_day: sim.duplicate_labels_per_day,
@@ -644,7 +602,7 @@ pub fn run_result(
         retention_s: sim.retention_s,
         retention: crate::duration::format_secs(sim.retention_s),
         rate_per_s: sim.rate,
-        config,
+        config: job.config.clone(),
         figures,
         detection: sim.detection,
         outcomes: sim.outcomes.clone(),
@@ -659,7 +617,7 @@ pub fn run_result(
             simulated_seconds: sim.simulated_seconds,
             interrupted: sim.interrupted,
         },
-        model,
+        model: job.model.clone(),
         verdicts,
         sim,
     })
@@ -715,26 +673,26 @@ pub fn verdicts(b: &Budgets, f: &RunFigures) -> Vec<Verdict> {
         .collect()
 }
 
-/// The summary of a single `idemcalc simulate` run, for `simulate --report`: the model is
-/// asked with the very settings the simulation ran with.
+/// The summary of a single `idemcalc simulate` run (`reports[i]` is `plan.jobs[i]`'s): what
+/// `simulate --report` draws and where its decision comes from.
 pub fn simulation_summary(
     description: String,
-    settings: &Settings,
-    dist: &RetryDelay,
+    plan: &Plan,
     reports: Vec<SimReport>,
 ) -> anyhow::Result<Summary> {
-    let mut runs = Vec::new();
-    for (cfg, sim) in settings.sim_configs().into_iter().zip(reports) {
-        let params = settings.model_params(cfg.retention_s());
-        runs.push(run_result(cfg, params, sim, dist, None)?);
-    }
-    let decision = Some(decision(settings, Some(&settings.budgets), &runs)?);
+    let runs = plan
+        .jobs
+        .iter()
+        .zip(reports)
+        .map(|(job, sim)| run_result(job, sim, None))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let decision = Some(decision(plan, Some(&plan.settings.budgets), &runs)?);
     let scenario = ScenarioResult {
         name: "simulate".into(),
         kind: ScenarioKind::Sizing,
         file: String::new(),
         description,
-        seed: settings.seed,
+        seed: plan.settings.seed,
         deviations: Vec::new(),
         budgets: None,
         runs,

@@ -16,7 +16,7 @@ use std::path::Path;
 /// Version of `summary.json`; bump it when a field changes meaning or goes away.
 /// 2: `decision` (the report's headline), per-scenario `kind` and `decision`, `comparison`
 /// (with `report --baseline`); every field of version 1 kept its name and meaning.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// Everything the report shows, as numbers. Serialised as `summary.json`.
 #[derive(Debug, Clone, Serialize)]
@@ -27,7 +27,7 @@ pub struct Summary {
     pub decision: Option<Headline>,
     pub scenarios: Vec<ScenarioResult>,
     /// The change of each figure against `report --baseline`, when one was given.
-    pub comparison: Option<super::compare::Comparison>,
+    pub comparison: Option<Comparison>,
     /// Every broken budget of every scenario, in scenario order: what CI prints and fails on.
     pub broken_budgets: Vec<BrokenBudget>,
     /// The headline scenario measured on each store of `report --compare-store`, beside the
@@ -263,4 +263,34 @@ impl BenchResults {
         }
         Ok(BenchResults { results })
     }
+}
+
+/// `report --baseline`: this run's figures beside a previous run's (computed by `run::compare`).
+#[derive(Debug, Clone, Serialize)]
+pub struct Comparison {
+    /// The baseline file as given on the command line.
+    pub baseline: String,
+    /// The z a difference must exceed to be marked (after the Bonferroni correction).
+    pub z_threshold: f64,
+    pub changes: Vec<Change>,
+    /// `scenario (retention)` present on one side only.
+    pub only_in_baseline: Vec<String>,
+    pub only_in_this_run: Vec<String>,
+}
+
+/// One figure before and after.
+#[derive(Debug, Clone, Serialize)]
+pub struct Change {
+    pub scenario: String,
+    pub retention: String,
+    pub figure: &'static str,
+    pub unit: &'static str,
+    pub before: Figure,
+    pub after: Figure,
+    /// `after / before - 1`; NaN when the baseline is zero.
+    pub relative: f64,
+    /// 95 % interval of `relative` (delta method), when both sides have intervals.
+    pub relative_ci95: Option<[f64; 2]>,
+    /// The difference is larger than sampling explains (see `run::compare`).
+    pub real: bool,
 }

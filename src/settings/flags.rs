@@ -26,6 +26,11 @@ impl<const C: u8> Flags<C> {
         Settings::from_values(&Values::check(merged)?)
     }
 
+    /// Whether the knob `name` was given as a flag.
+    pub fn gives(&self, name: &str) -> bool {
+        self.given.iter().any(|(n, _)| *n == name)
+    }
+
     /// Test helper: flags as if typed, without clap.
     pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Self {
         Flags {

@@ -1,24 +1,25 @@
 //! One validated [`Settings`] value, whichever way the parameters came in.
 //!
-//! Command-line flags ([`flags`]) and scenario files ([`file`]) only *record* raw values
+//! Command-line flags ([`flags`]) and scenario files ([`crate::scenario::file`]) only *record* raw values
 //! (ripgrep's low-level args); [`Settings::from_values`] is the one place they are checked
 //! against the one table of defaults and limits ([`knobs::KNOBS`]) and cross-checked. After it,
 //! only valid values travel: `run`, `sim` and `model` take a `Settings` (or what it converts
-//! to: [`SimConfig`], [`ModelParams`], [`Arrivals`], [`RetryDelay`]) and never re-parse.
+//! to: [`SimConfig`], [`ModelParams`], [`Arrivals`]) and never re-parse; `run::Plan` resolves
+//! them, the retry distribution's file included, once per run.
 //!
 //! Errors name the knob; the caller says where it came from: the real flag (`--retention`) or
 //! `file:line:field`.
 
-pub mod file;
 pub mod flags;
 pub mod knobs;
 
 use crate::carrier::{CarrierConfig, Latency};
+use crate::decision::{DEFAULT_MAX_DUPLICATES_PER_DAY, Targets};
 use crate::duration::{self, ms};
 use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
 use crate::model::ModelParams;
 use crate::sim::replay::{KeyPolicy, SimConfig};
-use crate::traffic::{Arrivals, Head, LoadProfile, RetryDelay, Tail};
+use crate::traffic::{Arrivals, Head, LoadProfile, Tail};
 use knobs::{KNOBS, Raw, Value, knob};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -238,7 +239,7 @@ pub struct Retry {
     pub cdf: Option<PathBuf>,
     /// A distribution fitted from request logs (`[traffic] retry_delay` in a scenario file);
     /// wins over `cdf` and the seed's table.
-    pub fitted: Option<crate::fit::RetrySpec>,
+    pub fitted: Option<crate::traffic::RetrySpec>,
     pub head: Head,
     pub tail: Tail,
 }
@@ -262,6 +263,17 @@ pub struct Budgets {
 }
 
 impl Budgets {
+    /// The decision's targets; without a duplicates budget the default risk target applies.
+    pub fn targets(&self) -> Targets {
+        Targets {
+            max_duplicates_per_day: self
+                .max_duplicates_per_day
+                .unwrap_or(DEFAULT_MAX_DUPLICATES_PER_DAY),
+            max_store_gb: self.max_store_gb,
+            max_cost_per_day: self.max_cost_per_day,
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.max_store_gb.is_none()
             && self.max_duplicates_per_day.is_none()
@@ -576,31 +588,6 @@ impl Settings {
             storage_usd_per_gb_month: self.model.storage_usd_per_gb_month,
             unlabelled_parcel_usd: self.model.unlabelled_parcel_usd,
             replicas: self.model.replicas,
-        }
-    }
-
-    /// The late-retry distribution: the seed's, or the `--retry-cdf` file's (read with a size
-    /// limit), with the head and tail asked for.
-    pub fn retry_delay(&self) -> anyhow::Result<RetryDelay> {
-        let r = &self.retry;
-        if let Some(spec) = &r.fitted {
-            return spec
-                .to_retry_delay()
-                .map_err(|e| anyhow::anyhow!("traffic.retry_delay: {e}"));
-        }
-        match &r.cdf {
-            None => RetryDelay::seed_with(r.head, r.tail).map_err(|e| {
-                anyhow::anyhow!(
-                    "--retry-min-delay/--retry-horizon: the seed's retry distribution does not fit them: {e}"
-                )
-            }),
-            Some(path) => {
-                let text = read_limited(path).map_err(|io| crate::traffic::RetryCdfError::Io {
-                    path: path.clone(),
-                    io,
-                })?;
-                Ok(RetryDelay::from_csv_str(&text, path, r.head, r.tail)?)
-            }
         }
     }
 }

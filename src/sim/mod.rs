@@ -3,4 +3,5 @@
 
 pub mod flow;
 pub mod replay;
+pub mod request_log;
 pub mod timeline;

@@ -39,7 +39,7 @@
 
 use super::flow::{Flow, Observed, Send};
 use crate::carrier::CarrierResult;
-use crate::carrier::{Carrier, CarrierConfig, Latency};
+use crate::carrier::{Carrier, CarrierConfig, Latency, SEED_CARRIER_LATENCY};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::{
     DiePoint, Engine, EngineConfig, EngineError, Outcome, RecordPlacement, Request,
@@ -157,12 +157,6 @@ impl Default for SimConfig {
     }
 }
 
-/// The carrier latency `timeout_fraction` is calibrated against: `simulate`'s defaults, 30 ms
-/// median and 100 ms p99 (log-normal).
-pub const SEED_CARRIER_LATENCY: Latency = Latency::LogNormal {
-    median_ms: 30.0,
-    p99_ms: 100.0,
-};
 /// The seed's client deadline for one call.
 pub const SEED_DEADLINE_MS: Millis = 250;
 /// One-way network delay between the client and the label service.
@@ -525,7 +519,7 @@ pub struct Tallies {
     pub invariant_completed_without_label: u64,
     pub invariant_integrity_ok: bool,
     pub interrupted: bool,
-    pub request_log: crate::fit::RequestLog,
+    pub request_log: crate::sim::request_log::RequestLog,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -1240,7 +1234,7 @@ pub fn run_once(
         completed_at_crash: Vec::new(),
         t: Tallies {
             invariant_replays_identical: true,
-            request_log: crate::fit::RequestLog::new(cfg.request_log),
+            request_log: crate::sim::request_log::RequestLog::new(cfg.request_log),
             ..Tallies::default()
         },
     };

@@ -3,13 +3,48 @@
 //! report draws like the seed's "The lease decides who may run".
 
 use super::flow::{Flow, Observed, Send, carrier_replayed};
+use crate::carrier::CarrierConfig;
 use crate::carrier::{Carrier, CarrierResult, InvoiceLine};
 use crate::clock::{Millis, VirtualClock};
+use crate::engine::EngineConfig;
 use crate::engine::{DiePoint, Engine, EngineError, Outcome, Request};
-use crate::scenario::Scenario;
 use crate::store::{Invariants, LabelRow, Store, StoreError};
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Duration;
+
+/// A scripted timeline: requests sent at fixed virtual times.
+#[derive(Debug, Clone, Serialize)]
+pub struct Timeline {
+    /// One-way network delay.
+    #[serde(with = "crate::duration::serde_str")]
+    pub network: Duration,
+    /// Server time from txn 1 to the carrier call.
+    #[serde(with = "crate::duration::serde_str")]
+    pub processing: Duration,
+    pub requests: Vec<TimelineRequest>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineRequest {
+    /// A name for the lane this request is drawn in ("Attempt 1", "Retries").
+    pub lane: Option<String>,
+    #[serde(with = "crate::duration::serde_str")]
+    pub sent: Duration,
+    pub caller: String,
+    /// The idempotency key; absent means the body's derived key (`label:ORDER:PARCEL:vN`).
+    pub key: Option<String>,
+    /// Send no key at all (the 400 idempotency_key_missing case).
+    pub no_key: bool,
+    /// The JSON text sent: the request's body, the timeline's, or a verbatim `raw_body`.
+    pub body: String,
+    #[serde(with = "crate::duration::serde_opt")]
+    pub carrier_latency: Option<Duration>,
+    /// Server time from the carrier's answer to txn 2.
+    #[serde(with = "crate::duration::serde_opt")]
+    pub finish: Option<Duration>,
+    pub die: Option<DiePoint>,
+}
 
 #[derive(Debug, Clone, Serialize)]
 pub struct TimelineResponse {
@@ -70,21 +105,18 @@ fn tracking_of(body: &str) -> Option<String> {
         .map(str::to_string)
 }
 
-/// Runs the timeline of `scenario` against `store`.
-pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport, TimelineError> {
-    let timeline = scenario
-        .timeline
-        .as_ref()
-        .ok_or(TimelineError::NoTimeline)?;
+/// Runs `timeline` (of the scenario called `name`) against `store`.
+pub fn run(
+    name: &str,
+    timeline: &Timeline,
+    engine: EngineConfig,
+    carrier: CarrierConfig,
+    store: Box<dyn Store>,
+) -> Result<TimelineReport, TimelineError> {
     let store_name = store.describe();
     let clock = VirtualClock::new();
-    let carrier = Arc::new(Carrier::new(scenario.carrier_config()));
-    let engine = Engine::new(
-        store,
-        carrier.clone(),
-        Arc::new(clock.clone()),
-        scenario.engine_config(),
-    );
+    let carrier = Arc::new(Carrier::new(carrier));
+    let engine = Engine::new(store, carrier.clone(), Arc::new(clock.clone()), engine);
     let lease_ms = engine.config().lease_ms;
     let mut flow = Flow::new(engine, clock);
     let ms = crate::duration::ms;
@@ -258,7 +290,7 @@ pub fn run(scenario: &Scenario, store: Box<dyn Store>) -> Result<TimelineReport,
     let labels = engine.store().labels()?;
     let invariants = engine.store().invariants()?;
     Ok(TimelineReport {
-        scenario: scenario.name.clone(),
+        scenario: name.to_string(),
         store: store_name,
         responses,
         tracking_no,

@@ -237,8 +237,8 @@
       if (!ok) console.error("formula " + k + ": page computes " + got + ", idemcalc " + want);
     });
     var s = sweep(M.base);
-    if (s.best && s.best.retention_s !== M.check_recommended_s) {
-      console.error("cheapest retention: page " + s.best.retention_s + " s, idemcalc " + M.check_recommended_s + " s");
+    if (s.best && s.best.retention_s !== M.check_cheapest_s) {
+      console.error("cheapest retention: page " + s.best.retention_s + " s, idemcalc " + M.check_cheapest_s + " s");
     }
     var d = decide(Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day }, M.base));
     var got = d ? d.retention_s : null;
@@ -428,8 +428,8 @@
     M.outputs.forEach(function (o) { setText("out-" + o.name, FORMAT[o.kind](v[o.name]), v[o.name]); });
     var s = drawTradeoff(p);
     if (s.best) {
-      setText("out-recommended", humanDuration(s.best.retention_s), s.best.retention_s);
-      setText("out-recommended-cost", usd(s.best.total_cost_per_day) + "/day");
+      setText("out-cheapest", humanDuration(s.best.retention_s), s.best.retention_s);
+      setText("out-cheapest-cost", usd(s.best.total_cost_per_day) + "/day");
     }
     if (s.decided) {
       setText("out-decision", humanDuration(s.decided.retention_s), s.decided.retention_s);

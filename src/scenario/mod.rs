@@ -2,17 +2,21 @@
 //! timeline (`idemcalc scenario`) and the budgets a report checks (`idemcalc report`).
 //!
 //! The file format (TOML, documented in `scenarios/README.md`) is read by
-//! [`crate::settings::file`]; what is here holds no TOML, so the simulator and the report see
+//! [`file`]; what is here holds no TOML, so the simulator and the report see
 //! only checked values.
 
+pub mod file;
+
 use crate::carrier::CarrierConfig;
-use crate::engine::{DiePoint, EngineConfig};
+use crate::engine::EngineConfig;
 use crate::model::ModelParams;
-use crate::settings::Settings;
+use crate::settings::flags::Flags;
+use crate::settings::{Settings, SettingsError};
 use crate::sim::replay::SimConfig;
+use crate::sim::timeline::{self, Timeline, TimelineError, TimelineReport};
+use crate::store::Store;
 use serde::Serialize;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
 pub use crate::settings::Budgets;
 
@@ -77,47 +81,14 @@ pub struct Scenario {
     pub(crate) given: Vec<(&'static str, crate::settings::knobs::Raw)>,
 }
 
-/// A scripted timeline: requests sent at fixed virtual times.
-#[derive(Debug, Clone, Serialize)]
-pub struct Timeline {
-    /// One-way network delay.
-    #[serde(with = "crate::duration::serde_str")]
-    pub network: Duration,
-    /// Server time from txn 1 to the carrier call.
-    #[serde(with = "crate::duration::serde_str")]
-    pub processing: Duration,
-    pub requests: Vec<TimelineRequest>,
-}
-
-#[derive(Debug, Clone, Serialize)]
-pub struct TimelineRequest {
-    /// A name for the lane this request is drawn in ("Attempt 1", "Retries").
-    pub lane: Option<String>,
-    #[serde(with = "crate::duration::serde_str")]
-    pub sent: Duration,
-    pub caller: String,
-    /// The idempotency key; absent means the body's derived key (`label:ORDER:PARCEL:vN`).
-    pub key: Option<String>,
-    /// Send no key at all (the 400 idempotency_key_missing case).
-    pub no_key: bool,
-    /// The JSON text sent: the request's body, the timeline's, or a verbatim `raw_body`.
-    pub body: String,
-    #[serde(with = "crate::duration::serde_opt")]
-    pub carrier_latency: Option<Duration>,
-    /// Server time from the carrier's answer to txn 2.
-    #[serde(with = "crate::duration::serde_opt")]
-    pub finish: Option<Duration>,
-    pub die: Option<DiePoint>,
-}
-
 impl Scenario {
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
-        crate::settings::file::load(path)
+        file::load(path)
     }
 
     /// Parses and validates `text`; `path` names the file in errors.
     pub fn parse(path: &Path, text: &str) -> Result<Self, ScenarioError> {
-        crate::settings::file::parse(path, text)
+        file::parse(path, text)
     }
 
     /// The engine at the first retention: what a timeline runs with.
@@ -128,6 +99,29 @@ impl Scenario {
 
     pub fn carrier_config(&self) -> CarrierConfig {
         self.settings.carrier_config()
+    }
+
+    /// The scenario under command-line flags (`simulate --scenario FILE --flag …`): the file's
+    /// fields and the flags are checked together, a flag winning over its field. The file's
+    /// fitted retry distribution stays unless `--retry-cdf` replaces it.
+    pub fn settings_under<const C: u8>(&self, flags: &Flags<C>) -> Result<Settings, SettingsError> {
+        let mut settings = flags.settings_over(&self.given)?;
+        if !flags.gives("retry_cdf") {
+            settings.retry.fitted = self.settings.retry.fitted.clone();
+        }
+        Ok(settings)
+    }
+
+    /// Runs the scripted timeline against `store`, with the engine at the first retention.
+    pub fn run_timeline(&self, store: Box<dyn Store>) -> Result<TimelineReport, TimelineError> {
+        let t = self.timeline.as_ref().ok_or(TimelineError::NoTimeline)?;
+        timeline::run(
+            &self.name,
+            t,
+            self.engine_config(),
+            self.carrier_config(),
+            store,
+        )
     }
 
     /// One simulation per retention, in the order the file lists them. Empty for a

@@ -1,16 +1,17 @@
-//! Scenario files (TOML) as raw knob values: the file-side twin of [`super::flags`].
+//! Scenario files (TOML) as raw knob values: the file-side twin of [`crate::settings::flags`].
 //!
 //! Only the layout is typed here (which sections exist, the `[timeline]` script); every knob
-//! field is read as a raw TOML value and checked by the same [`super::Values::check`] as a flag,
+//! field is read as a raw TOML value and checked by the same [`crate::settings::Values::check`] as a flag,
 //! so a file and the command line cannot disagree on a default or a limit. Unknown fields are
 //! refused, and every error names the file, the line (and the column when the value is
 //! unreadable) and the dotted field, because a scenario directory is edited by hand.
 
-use super::knobs::{KNOBS, Raw};
-use super::{Settings, SettingsError, Values};
+use super::{Scenario, ScenarioError};
 use crate::duration;
 use crate::engine::DiePoint;
-use crate::scenario::{Scenario, ScenarioError, Timeline, TimelineRequest};
+use crate::settings::knobs::{self, KNOBS, Raw};
+use crate::settings::{Settings, SettingsError, Values};
+use crate::sim::timeline::{Timeline, TimelineRequest};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -86,7 +87,7 @@ fn raw_of(v: &toml::Value) -> Raw {
 
 /// Reads and parses a scenario file, with the size limit every input file has.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = super::read_limited(path).map_err(|io| ScenarioError::Read {
+    let text = crate::settings::read_limited(path).map_err(|io| ScenarioError::Read {
         path: path.to_path_buf(),
         io,
     })?;
@@ -135,7 +136,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     };
     let mut raw: Vec<(&'static str, Raw)> = Vec::new();
     // `[traffic] retry_delay`, what `idemcalc fit` writes: a structured table, not a knob.
-    let mut fitted: Option<crate::fit::RetrySpec> = None;
+    let mut fitted: Option<crate::traffic::RetrySpec> = None;
     if let Some(seed) = &file.seed {
         raw.push(("seed", raw_of(seed)));
     }
@@ -159,7 +160,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         for (key, value) in table {
             let field = format!("{section}.{key}");
             if field == "traffic.retry_delay" {
-                let spec: crate::fit::RetrySpec =
+                let spec: crate::traffic::RetrySpec =
                     value.clone().try_into().map_err(|e: toml::de::Error| {
                         invalid(
                             locate(text, &field),
@@ -179,7 +180,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 // A size distribution's table (`{ median = .., p99 = .. }`) is one knob.
                 toml::Value::Table(_)
                     if KNOBS.iter().any(|k| {
-                        k.field == Some(field.as_str()) && k.kind == super::knobs::Kind::Size
+                        k.field == Some(field.as_str()) && k.kind == knobs::Kind::Size
                     }) =>
                 {
                     vec![(field.clone(), value)]
@@ -221,7 +222,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         }
     }
     let settings_error = |e: SettingsError| {
-        let k = super::knobs::knob(e.knob_name);
+        let k = knobs::knob(e.knob_name);
         let field = e.field.or(k.field).unwrap_or(k.name).to_string();
         let (line, column) = match locate_key(text, &field) {
             Some((line, _)) if e.unreadable => (Some(line), value_column(text, line)),
