@@ -377,10 +377,26 @@ fn check_line(c: &InvariantCheck) -> String {
     )
 }
 
-/// The report as a table for a terminal.
+/// The report as a table for a terminal. Written in the order a reader checks a run: what ran,
+/// how fast, what went wrong, whether the stores hold, so each part below is one of those.
 pub fn render_table(r: &Report) -> String {
-    let c = &r.config;
     let mut out = String::new();
+    write_setup(&mut out, &r.config);
+    let _ = writeln!(out);
+    write_latencies(&mut out, r);
+    let _ = writeln!(out);
+    write_figures(&mut out, r);
+    write_side_notes(&mut out, r);
+    write_pgbench(&mut out, r);
+    let _ = writeln!(out);
+    write_checks(&mut out, r);
+    write_interruption(&mut out, r);
+    let _ = writeln!(out, "result: {}", if r.ok { "ok" } else { "FAILED" });
+    out
+}
+
+/// The store, its durability and commit policy first: a figure means nothing without them.
+fn write_setup(out: &mut String, c: &ConfigView) {
     let rate = c.rate_per_s.map_or("flat out".to_string(), |x| {
         format!("{}/s open loop", thousands(x))
     });
@@ -444,7 +460,10 @@ pub fn render_table(r: &Report) -> String {
         thousands(c.layout.lease_expired as f64),
         c.fill_s
     );
-    let _ = writeln!(out);
+}
+
+/// Engine and baseline in aligned columns, so the two can be compared figure by figure.
+fn write_latencies(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "{:<18}{:>11}{:>11}{:>11}{:>11}{:>11}{:>13}",
@@ -470,7 +489,11 @@ pub fn render_table(r: &Report) -> String {
             format!("{:.1} µs", s.busy_us_per_create)
         );
     }
-    let _ = writeln!(out);
+}
+
+/// What qualifies the table: the overhead at any rate, how starved the clients were, and what
+/// the engine actually served.
+fn write_figures(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "overhead ratio {:.2} (engine writer time per create over the baseline's); rate {:.0} % of the baseline's",
@@ -511,6 +534,10 @@ pub fn render_table(r: &Report) -> String {
             g.lost_batches
         );
     }
+}
+
+/// Lines only when a side went wrong or ran short, so a clean run stays short.
+fn write_side_notes(out: &mut String, r: &Report) {
     for (name, s) in [("engine", &r.engine), ("baseline", &r.baseline)] {
         if s.takeovers_short > 0 {
             let _ = writeln!(
@@ -530,6 +557,11 @@ pub fn render_table(r: &Report) -> String {
             let _ = writeln!(out, "{name}: first problem: {p}");
         }
     }
+}
+
+/// PostgreSQL only: pgbench's figure, or why there is none, since a missing figure must not
+/// read as a skipped check.
+fn write_pgbench(out: &mut String, r: &Report) {
     if let Some(pg) = &r.pgbench {
         let _ = writeln!(
             out,
@@ -550,7 +582,11 @@ pub fn render_table(r: &Report) -> String {
     if let Some(note) = &r.pgbench_note {
         let _ = writeln!(out, "pgbench: {note}");
     }
-    let _ = writeln!(out);
+}
+
+/// The stores' invariants and the machine's load: a fast run that broke a store, or shared the
+/// machine, is not a result.
+fn write_checks(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "invariants, engine store:   {}",
@@ -570,25 +606,29 @@ pub fn render_table(r: &Report) -> String {
         load(m.load_avg_1m_before),
         load(m.load_avg_1m_after),
     );
-    if c.stores_kept {
+    if r.config.stores_kept {
         let _ = writeln!(out, "stores kept: {}, {}", r.engine.store, r.baseline.store);
     }
-    if r.interrupted {
-        let _ = writeln!(
-            out,
-            "interrupted: measured {:.1} s of {:.1} s per side ({} of {} slices); the figures above cover only that part",
-            r.measured_s_per_side, c.duration_s, r.slices_run, c.slices
-        );
-        let _ = writeln!(
-            out,
-            "the stores were checked after the interruption{}",
-            match r.wal_checkpointed {
-                Some(true) => " and their WAL checkpointed into the database files",
-                Some(false) => "; a WAL checkpoint was blocked",
-                None => "",
-            }
-        );
+}
+
+/// After Ctrl-C, says how much the figures cover and whether the stores were still checked.
+fn write_interruption(out: &mut String, r: &Report) {
+    if !r.interrupted {
+        return;
     }
-    let _ = writeln!(out, "result: {}", if r.ok { "ok" } else { "FAILED" });
-    out
+    let c = &r.config;
+    let _ = writeln!(
+        out,
+        "interrupted: measured {:.1} s of {:.1} s per side ({} of {} slices); the figures above cover only that part",
+        r.measured_s_per_side, c.duration_s, r.slices_run, c.slices
+    );
+    let _ = writeln!(
+        out,
+        "the stores were checked after the interruption{}",
+        match r.wal_checkpointed {
+            Some(true) => " and their WAL checkpointed into the database files",
+            Some(false) => "; a WAL checkpoint was blocked",
+            None => "",
+        }
+    );
 }

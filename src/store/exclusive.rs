@@ -202,14 +202,14 @@ pub fn hold_pg_schema(
         let mut client = config.connect(postgres::NoTls).map_err(|e| {
             fail(format!(
                 "cannot open the session that holds the schema: {}",
-                super::postgres::pg_message(&e)
+                super::pg_message(&e)
             ))
         })?;
         let lock_key = schema_lock_key(schema);
         let got: bool = client
             .query_one("SELECT pg_try_advisory_lock($1)", &[&lock_key])
             .and_then(|r| r.try_get(0))
-            .map_err(|e| fail(super::postgres::pg_message(&e)))?;
+            .map_err(|e| fail(super::pg_message(&e)))?;
         if !got {
             // A bigint advisory key shows in pg_locks as its high and low 32 bits.
             let high = ((lock_key as u64) >> 32) as i64;

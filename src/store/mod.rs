@@ -158,7 +158,7 @@ pub enum StoreError {
     },
     /// A statement failed on the server. The message carries the server's text and SQLSTATE;
     /// `error.code()` gives the SQLSTATE to code that must tell failures apart.
-    #[error("{location}: {}", postgres::pg_message(error))]
+    #[error("{location}: {}", pg_message(error))]
     Postgres {
         location: String,
         error: ::postgres::Error,
@@ -170,6 +170,35 @@ pub enum StoreError {
     /// A `--store` value that names no store.
     #[error("store `{spec}`: {message}")]
     Spec { spec: String, message: String },
+}
+
+/// The text of a PostgreSQL error with what the driver's own `Display` leaves out: the server's
+/// message, SQLSTATE, detail and hint, or the I/O cause. Here beside [`StoreError`], whose
+/// `Postgres` variant prints with it, so that `exclusive` and the PostgreSQL store both take it
+/// from below them rather than from each other.
+pub fn pg_message(e: &::postgres::Error) -> String {
+    if let Some(db) = e.as_db_error() {
+        let mut text = format!(
+            "{}: {} (SQLSTATE {})",
+            db.severity(),
+            db.message(),
+            db.code().code()
+        );
+        if let Some(detail) = db.detail() {
+            text.push_str(&format!("; detail: {detail}"));
+        }
+        if let Some(hint) = db.hint() {
+            text.push_str(&format!("; hint: {hint}"));
+        }
+        return text;
+    }
+    let mut text = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        text.push_str(&format!(": {s}"));
+        source = s.source();
+    }
+    text
 }
 
 /// One transaction. Dropping it without [`Tx::commit`] rolls it back, which is what a crash does.
