@@ -105,7 +105,7 @@ impl Latency {
             Latency::Fixed { .. } => None,
             Latency::LogNormal { median_ms, p99_ms } => {
                 // p99 of a log-normal is median · exp(2.326 σ).
-                let sigma = ((p99_ms / median_ms).ln() / 2.326_347_874).max(1e-9);
+                let sigma = crate::stats::log_normal_sigma(median_ms, p99_ms).max(1e-9);
                 Some((median_ms.max(1e-3).ln(), sigma))
             }
         }

@@ -12,7 +12,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::format::{human_bytes, human_count, human_duration, usd};
+use crate::format::{count_per_day as per_day, human_bytes, human_count, human_duration, usd};
 use crate::model::{self, FormulaError, ModelParams, SWEEP_RETENTIONS_S};
 use crate::traffic::{RetryDelay, RetryEvidence};
 
@@ -285,14 +285,6 @@ pub fn store_text(c: &Choice, replicas: f64) -> String {
         human_bytes(c.store_bytes_all_replicas),
         replicas
     )
-}
-
-fn per_day(v: f64) -> String {
-    if v >= 100.0 {
-        format!("{}/day", human_count(v))
-    } else {
-        format!("{}/day", crate::format::significant(v, 3))
-    }
 }
 
 fn targets_text(t: &Targets) -> String {

@@ -30,8 +30,7 @@ use crate::payload::{SizeDist, fnv64};
 use crate::sim::request_log::LogRow;
 use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S, RetrySpec};
 
-/// The normal quantile for a two-sided 95 % interval.
-const Z95: f64 = 1.959_964;
+use crate::stats::Z95;
 
 /// The delays the seed's table gives, where a fitted CDF is reported, plus a week, two and a
 /// month for logs that are long enough.

@@ -155,6 +155,16 @@ pub fn per_day(count: f64) -> String {
     }
 }
 
+/// `34_398.4` → `"34,398/day"`, `0.0333` → `"0.0333/day"`: a daily count in a sentence, to
+/// three significant figures below 100 so a target of one a month still reads as a number.
+pub fn count_per_day(count: f64) -> String {
+    if count.abs() >= 100.0 {
+        format!("{}/day", human_count(count))
+    } else {
+        format!("{}/day", significant(count, 3))
+    }
+}
+
 /// `"31.4 GB – 32.1 GB"`: a 95 % interval, both ends formatted alike.
 pub fn interval(low: f64, high: f64, fmt: impl Fn(f64) -> String) -> String {
     format!("{} – {}", fmt(low), fmt(high))

@@ -18,6 +18,7 @@ pub mod run;
 pub mod scenario;
 pub mod settings;
 pub mod sim;
+pub mod stats;
 pub mod store;
 pub(crate) mod tables;
 pub mod traffic;

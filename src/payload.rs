@@ -18,9 +18,6 @@ use crate::model::{SEED_KEY_BYTES, SEED_RESPONSE_BYTES};
 /// truncated, since two keys that share 255 bytes would otherwise collide.
 pub const MAX_KEY_BYTES: usize = 255;
 
-/// The z-score of the 99th percentile of a standard normal, to turn a p99 into a log-normal σ.
-const Z_P99: f64 = 2.326_347_874;
-
 /// Largest size any distribution may ask for, bytes: a saved response beyond 16 MB is a bug in
 /// the input, not a label.
 pub const MAX_SIZE_BYTES: f64 = 16e6;
@@ -87,7 +84,7 @@ impl SizeDist {
     }
 
     fn sigma(median_bytes: f64, p99_bytes: f64) -> f64 {
-        (p99_bytes / median_bytes).ln() / Z_P99
+        crate::stats::log_normal_sigma(median_bytes, p99_bytes)
     }
 
     /// The mean size, bytes: what a record holds on average, hence what the model adds.

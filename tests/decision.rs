@@ -135,11 +135,7 @@ fn baseline_scenario_gets_a_retention_below_the_horizon_within_its_budgets() {
     // The cheapest is the 30 d horizon, 531 GB a copy against the 25 GB budget: labelled as an
     // assumption, never recommended.
     assert_eq!(r.cheapest.retention_s, 30.0 * DAY_S);
-    close(
-        r.cheapest.store_bytes,
-        30.0 * 34.56e6 * 512.0,
-        "30d store",
-    );
+    close(r.cheapest.store_bytes, 30.0 * 34.56e6 * 512.0, "30d store");
     assert!(!r.cheapest.meets_store);
     assert!(r.cheapest_is_assumption);
     assert!(

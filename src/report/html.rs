@@ -988,14 +988,6 @@ struct DecisionView {
     optimum_is_assumption: bool,
 }
 
-fn per_day_text(v: f64) -> String {
-    if v.abs() >= 100.0 {
-        show(Quantity::PerDay, v)
-    } else {
-        format!("{}/day", significant(v, 3))
-    }
-}
-
 fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView {
     let (title, met, c): (String, bool, &Choice) = match (&r.recommended, &r.closest) {
         (Some(c), _) => (format!("Keep keys for {}", c.retention), true, c),
@@ -1053,11 +1045,14 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         },
         Card {
             label: "Real duplicate labels",
-            value: per_day_text(c.duplicate_labels_per_day),
-            interval: format!("target at most {}", per_day_text(t.max_duplicates_per_day)),
+            value: crate::format::count_per_day(c.duplicate_labels_per_day),
+            interval: format!(
+                "target at most {}",
+                crate::format::count_per_day(t.max_duplicates_per_day)
+            ),
             model: format!(
                 "{} retries arrive after the purge{}",
-                per_day_text(c.late_after_purge_per_day),
+                crate::format::count_per_day(c.late_after_purge_per_day),
                 if c.relies_on_carrier_window {
                     "; the carrier's key window catches most"
                 } else {
@@ -1087,7 +1082,7 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         "Cheapest retention: {} at {} ({} real duplicates, {} per copy){}",
         o.retention,
         show(Quantity::UsdPerDay, o.total_cost_per_day),
-        per_day_text(o.duplicate_labels_per_day),
+        crate::format::count_per_day(o.duplicate_labels_per_day),
         human_bytes(o.store_bytes),
         if r.cheapest_is_assumption {
             format!(
@@ -1751,14 +1746,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
 impl RunResult {
     /// No failure switch is on: the run is the seed's design, comparable with the model.
     fn deviations_free(&self) -> bool {
-        let c = &self.config;
-        c.key_policy == crate::sim::replay::KeyPolicy::Derived
-            && c.engine.key_scope == crate::engine::KeyScope::PerCaller
-            && c.engine.record_placement == crate::engine::RecordPlacement::SameTransaction
-            && c.engine.carrier_key == crate::engine::CarrierKey::Derived
-            && c.crash_fraction == 0.0
-            && c.carrier.hang_fraction == 0.0
-            && c.callers == 1
+        crate::sim::deviations::deviations(&self.config, true).is_empty()
     }
 }
 

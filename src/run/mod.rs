@@ -15,7 +15,6 @@ pub use plan::{JobPlan, Plan};
 pub use results::*;
 
 use crate::decision::{DecisionInputs, Recommendation, decide};
-use crate::engine::{CarrierKey, KeyScope, RecordPlacement};
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
 use crate::sim::replay::{self, Figure, Progress, SimReport};
@@ -486,58 +485,10 @@ pub fn decision(
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }
 
-/// The non-default engine and traffic switches, named like the scenario file names them, so a
-/// failure scenario says at a glance which line of defence it removes.
+/// The scenario's switched-off lines of defence, by the one check (`sim::deviations`).
 fn deviations(s: &Scenario) -> Vec<String> {
-    let mut out = Vec::new();
-    let e = &s.settings.engine;
-    if e.key_scope == KeyScope::Global {
-        out.push("key_scope = global".into());
-    }
-    if e.record_placement == RecordPlacement::SeparateStore {
-        out.push("record_placement = separate_store".into());
-    }
-    if e.carrier_key == CarrierKey::None {
-        out.push("carrier_key = none".into());
-    }
-    if s.simulated {
-        let t = &s.settings.traffic;
-        if t.key_policy == replay::KeyPolicy::NewPerAttempt {
-            out.push("key_policy = new_per_attempt".into());
-        }
-        if t.crash_fraction > 0.0 {
-            out.push(format!(
-                "crash_rate = {} at {}",
-                t.crash_fraction,
-                serde_json::to_value(t.crash_point)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default()
-            ));
-        }
-        if t.callers > 1 {
-            out.push(format!("callers = {}", t.callers));
-        }
-    }
-    let c = &s.settings.carrier;
-    // The seed's carrier remembers our derived key for a day; one that forgets sooner removes
-    // the second line of defence behind a short retention.
-    if c.window_ms < crate::duration::DAY_MS {
-        out.push(format!(
-            "carrier.window = {}",
-            crate::duration::format_secs(c.window_ms as f64 / 1000.0)
-        ));
-    }
-    if c.hang_fraction > 0.0 {
-        out.push(format!("carrier.hang_fraction = {}", c.hang_fraction));
-    }
-    if e.lease_ms < 30_000 {
-        out.push(format!(
-            "lease = {}",
-            crate::duration::format_secs(e.lease_ms as f64 / 1000.0)
-        ));
-    }
-    out
+    let first = s.settings.retentions().first().copied().unwrap_or(0.0);
+    crate::sim::deviations::deviations(&s.settings.sim_config(first), s.simulated)
 }
 
 /// Maps a figure's values, the model's among them, through a function that grows with its

@@ -395,7 +395,7 @@ impl Tally {
             let unit = self.w / self.n as f64 / days;
             (l * unit, h * unit)
         } else {
-            let half = 1.959_963_985 * self.w2.sqrt() / days;
+            let half = crate::stats::Z95 * self.w2.sqrt() / days;
             ((est - half).max(0.0), est + half)
         };
         Figure {
@@ -1717,7 +1717,7 @@ fn records_figure(
             / (k * k);
         (est, var)
     };
-    let half = 1.959_963_985 * var.sqrt();
+    let half = crate::stats::Z95 * var.sqrt();
     Figure {
         estimate: est,
         ci95_low: (est - half).max(0.0),

@@ -134,6 +134,12 @@ pub fn redact_url(url: &str) -> String {
     format!("{scheme}{before_query}{tail}")
 }
 
+/// `"name"`: the schema name is already restricted by [`check_schema_name`](super::check_schema_name); quoting keeps it
+/// exact even so.
+pub(super) fn quote_ident(name: &str) -> String {
+    format!("\"{}\"", name.replace('"', "\"\""))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

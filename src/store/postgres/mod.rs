@@ -32,12 +32,12 @@ mod tx;
 
 use super::{Invariants, KeyRow, LabelRow, Store, StoreBytes, StoreError, Tx};
 use crate::clock::Millis;
+use config::quote_ident;
 use errors::connection_lost;
 use pool::{Conn, PgManager, PoolInner};
 use postgres::Client;
 use postgres::error::SqlState;
 use rows::{count, key_row, label_row, to_time};
-use schema::quote_ident;
 use tx::PgTx;
 
 // The paths callers have always used: the rest of the crate names these as

@@ -3,8 +3,8 @@
 //! life, from name to drop, reads in one place; the partitioned layout itself is in `schema`
 //! and the claim lock that stands in for a unique index in `sql`.
 
+use super::config::quote_ident;
 use super::pool::{PgPool, PoolInner};
-use super::schema::quote_ident;
 use super::{PostgresStore, Sweeper};
 use crate::clock::Millis;
 use crate::store::StoreError;

@@ -4,7 +4,7 @@
 use super::config::{MAX_POOL_SIZE, PgOptions, Sweeper, check_schema_name, redact_url};
 use super::errors::explain_connect;
 use super::statements::Statements;
-use super::{PostgresStore, schema::quote_ident};
+use super::{PostgresStore, config::quote_ident};
 use crate::clock::Millis;
 use crate::store::{StoreError, Synchronous, exclusive, pg_message};
 use postgres::{Client, NoTls};

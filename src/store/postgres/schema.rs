@@ -1,7 +1,7 @@
 //! The store's tables: their DDL per schema version, and the migration that creates them once,
 //! under a lock, refusing a schema another program or a newer idemcalc wrote.
 
-use super::config::Sweeper;
+use super::config::{Sweeper, quote_ident};
 use super::pool::PoolInner;
 use crate::store::{StoreError, pg_message};
 use postgres::Client;
@@ -192,12 +192,6 @@ impl PoolInner {
         }
         tx.commit().map_err(|e| self.pg_err(e))
     }
-}
-
-/// `"name"`: the schema name is already restricted by [`check_schema_name`](super::check_schema_name); quoting keeps it
-/// exact even so.
-pub(super) fn quote_ident(name: &str) -> String {
-    format!("\"{}\"", name.replace('"', "\"\""))
 }
 
 /// A stable 64-bit key for the schema's migration lock (FNV-1a of a prefix and the name), so
