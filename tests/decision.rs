@@ -327,3 +327,57 @@ fn bad_decision_flags_name_the_flag() {
         assert!(err.contains(flag), "{err}");
     }
 }
+
+/// Issue 21: the model was evaluated three times per `simulate` job with different inputs.
+/// Now the plan evaluates it once: `simulate`'s model column, `estimate` at the same inputs and
+/// the decision's candidate at the run's retention agree to the last digit, and no JSON field
+/// called "recommended" means the cheapest.
+#[test]
+fn the_model_column_the_estimate_and_the_decision_are_one_evaluation() {
+    let flags = ["--retention", "1h", "--format", "json"];
+    let out = estimate(&flags);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let model: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(model.get("recommended_retention_s").is_none(), "{model}");
+    assert_eq!(model["cheapest_retention_s"], 30.0 * 86_400.0);
+
+    let out = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["simulate", "--duration", "2h", "--quiet"])
+        .args(flags)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let sim: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for figure in [
+        "timed_out_per_day",
+        "late_after_purge_per_day",
+        "duplicate_labels_per_day",
+        "duplicate_cost_per_day",
+    ] {
+        assert_eq!(sim[figure]["analytic"], model[figure], "{figure}");
+    }
+    let decision = &sim["decision"];
+    assert!(decision.get("cost_optimal").is_none(), "{decision}");
+    let at_run = decision["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["retention_s"] == 3_600.0)
+        .expect("the run's retention is a candidate");
+    assert_eq!(
+        at_run["duplicate_labels_per_day"], model["duplicate_labels_per_day"],
+        "{at_run}"
+    );
+    assert_eq!(
+        at_run["late_after_purge_per_day"],
+        model["late_after_purge_per_day"]
+    );
+}

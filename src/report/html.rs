@@ -590,7 +590,7 @@ fn model_json(
             .collect();
         o.insert("sim_points".into(), serde_json::Value::Array(sims));
         o.insert("check_formats".into(), serde_json::Value::Array(checks));
-        o.insert("check_figures".into(), serde_json::to_value(&figures)?);
+        o.insert("check_figures".into(), serde_json::to_value(figures)?);
         o.insert(
             "check_cheapest_s".into(),
             serde_json::to_value(estimate.cheapest_retention_s)?,
