@@ -179,3 +179,160 @@ fn the_partition_sweeper_is_refused_where_it_cannot_run() {
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--sweeper") && err.contains("drop"), "{err}");
 }
+
+/// A listener on a free port that accepts every connection and never answers: a hung server,
+/// or a store URL naming the wrong service's port. Lives until the test ends.
+fn silent_listener() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for stream in listener.incoming().flatten() {
+            held.push(stream);
+        }
+    });
+    port
+}
+
+/// Runs idemcalc, killing it if it is still running after `limit`: a hang fails the test
+/// instead of blocking the suite.
+fn idemcalc_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run idemcalc");
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read as _;
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            return (status.code(), err);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("idemcalc {args:?} still running after {limit:?}: it hangs");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Issue 24: against a listener that accepts and never answers, `simulate`, `bench`,
+/// `scenario`, `report --store` and `report --compare-store` hung for good. Each now gives up
+/// after the store's connect deadline, naming the store.
+#[test]
+fn a_server_that_never_answers_is_named_not_waited_for() {
+    let port = silent_listener();
+    let scenarios = manifest_path("scenarios");
+    let timeline = manifest_path(TIMELINE);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    let out = out.to_str().unwrap();
+    let urls = [
+        format!("postgres://postgres@127.0.0.1:{port}/test"),
+        format!("redis://127.0.0.1:{port}"),
+    ];
+    let mut runs: Vec<Vec<&str>> = Vec::new();
+    for url in &urls {
+        let store = ["--store", url.as_str()];
+        runs.push(
+            [
+                &[
+                    "simulate",
+                    "--retention",
+                    "1h",
+                    "--duration",
+                    "1h",
+                    "--quiet",
+                ][..],
+                &store,
+            ]
+            .concat(),
+        );
+        runs.push([&["bench", "--duration", "1s"][..], &store].concat());
+        runs.push([&["scenario", timeline.as_str()][..], &store].concat());
+        let report = [
+            "report",
+            "--scenarios",
+            scenarios.as_str(),
+            "--out",
+            out,
+            "--quiet",
+        ];
+        runs.push([&report[..], &store].concat());
+        runs.push([&report[..], &["--compare-store", url.as_str()]].concat());
+    }
+    // All at once: each waits on a silent socket, not on the machine.
+    std::thread::scope(|s| {
+        for args in &runs {
+            s.spawn(move || {
+                // Far above the two 6 s deadlines a run can meet before its first write; a
+                // hang is what this catches, not a speed.
+                let (code, err) = idemcalc_within(args, Duration::from_secs(90));
+                assert_eq!(code, Some(2), "{args:?}: {err}");
+                assert!(
+                    err.contains(&format!("127.0.0.1:{port}")),
+                    "{args:?}: {err}"
+                );
+                assert!(
+                    err.contains("did not answer") || err.contains("no answer"),
+                    "{args:?}: {err}"
+                );
+            });
+        }
+    });
+}
+
+/// Issue 24: `simulate --store '…?schema=public'` created its tables in the database's default
+/// schema (and `information_schema`, the server's catalogue) and exited 0. Every subcommand
+/// refuses both, before connecting.
+#[test]
+fn reserved_schemas_are_refused_by_every_subcommand() {
+    let scenarios = manifest_path("scenarios");
+    let timeline = manifest_path(TIMELINE);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("report");
+    for schema in ["public", "information_schema"] {
+        // No server is needed: the spec is refused as written.
+        let url = format!("postgres://postgres@127.0.0.1:1/test?schema={schema}");
+        let runs: Vec<Vec<&str>> = vec![
+            vec![
+                "simulate",
+                "--retention",
+                "1h",
+                "--duration",
+                "1h",
+                "--quiet",
+                "--store",
+                &url,
+            ],
+            vec!["bench", "--duration", "1s", "--store", &url],
+            vec!["scenario", &timeline, "--store", &url],
+            vec![
+                "report",
+                "--scenarios",
+                &scenarios,
+                "--out",
+                out.to_str().unwrap(),
+                "--quiet",
+                "--store",
+                &url,
+            ],
+        ];
+        for args in runs {
+            let (code, _, err) = idemcalc(&args);
+            assert_eq!(code, Some(2), "{args:?}: {err}");
+            assert!(
+                err.contains(&format!("`{schema}` is reserved")),
+                "{args:?}: {err}"
+            );
+        }
+    }
+}

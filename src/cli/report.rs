@@ -79,7 +79,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         );
     }
     for spec in &args.compare_store {
+        // Checked now, not after the scenarios have run: a store that cannot be reached fails
+        // the report before any work.
         crate::store::StoreSpec::parse(spec)
+            .and_then(|s| crate::store::reachable(&s))
             .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e}"))?;
     }
     if let Some(path) = &args.baseline

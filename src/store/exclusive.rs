@@ -199,10 +199,10 @@ pub fn hold_pg_schema(
     hold(key, || {
         let mut config = config.clone();
         config.application_name(&format!("idemcalc pid {}", std::process::id()));
-        let mut client = config.connect(postgres::NoTls).map_err(|e| {
+        let mut client = super::pg_connect(&config).map_err(|e| {
             fail(format!(
                 "cannot open the session that holds the schema: {}",
-                super::pg_message(&e)
+                e.message()
             ))
         })?;
         let lock_key = schema_lock_key(schema);

@@ -23,7 +23,7 @@ use std::path::{Path, PathBuf};
 pub use postgres::{PgOptions, PgPool, PostgresStore, Sweeper};
 pub use redis::RedisStore;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
-pub use stores::{Slot, StoreOptions, Stores};
+pub use stores::{Slot, StoreOptions, Stores, reachable};
 
 /// The `state` column: a record is claimed (`started`) before the carrier call and `completed`
 /// with the saved response after it.
@@ -199,6 +199,50 @@ pub fn pg_message(e: &::postgres::Error) -> String {
         source = s.source();
     }
     text
+}
+
+/// How long opening a connection to a server may take, startup and authentication included.
+/// The drivers' own connect timeouts cover the socket only, so a listener that accepts and
+/// never answers (a wrong port, a hung server) would hold a run forever. A local or regional
+/// server answers in milliseconds; a run opens a store at most twice before its first write,
+/// so a silent one fails it in well under 15 s.
+pub const CONNECT_DEADLINE: std::time::Duration = std::time::Duration::from_secs(6);
+
+/// A PostgreSQL connection that could not be opened.
+pub enum PgConnectError {
+    /// The server or the driver said why.
+    Failed(::postgres::Error),
+    /// Nothing answered within [`CONNECT_DEADLINE`].
+    Silent,
+}
+
+impl PgConnectError {
+    /// The reason, for a message that names the store.
+    pub fn message(&self) -> String {
+        match self {
+            PgConnectError::Failed(e) => pg_message(e),
+            PgConnectError::Silent => format!(
+                "the server accepted the connection but did not answer within {} s: is a PostgreSQL server listening on that port?",
+                CONNECT_DEADLINE.as_secs()
+            ),
+        }
+    }
+}
+
+/// Connects with `config`, giving up after [`CONNECT_DEADLINE`]. The connection is opened on a
+/// thread of its own so that a silent server cannot block the caller; such a thread is left
+/// waiting on its socket, and the run fails with a message instead of hanging.
+pub fn pg_connect(config: &::postgres::Config) -> Result<::postgres::Client, PgConnectError> {
+    let config = config.clone();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(config.connect(::postgres::NoTls));
+    });
+    match rx.recv_timeout(CONNECT_DEADLINE) {
+        Ok(Ok(client)) => Ok(client),
+        Ok(Err(e)) => Err(PgConnectError::Failed(e)),
+        Err(_) => Err(PgConnectError::Silent),
+    }
 }
 
 /// One transaction. Dropping it without [`Tx::commit`] rolls it back, which is what a crash does.

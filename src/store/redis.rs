@@ -149,18 +149,61 @@ impl RedisStore {
     }
 }
 
+/// Why the server at `url` could not be used: silent (the wrong port, a hung server) or down.
+fn open_err(url: &str, e: redis::RedisError) -> StoreError {
+    StoreError::Open {
+        location: url.to_string(),
+        message: if e.is_timeout() {
+            format!(
+                "no answer within {} s ({e}): is a Redis server listening on that port?",
+                super::CONNECT_DEADLINE.as_secs()
+            )
+        } else {
+            format!(
+                "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
+            )
+        },
+    }
+}
+
 /// A connection to the server at `url`; the errors say whether the URL or the server is wrong.
 fn connect(url: &str) -> Result<Connection, StoreError> {
     let client = redis::Client::open(url).map_err(|e| StoreError::Spec {
         spec: url.to_string(),
         message: format!("not a Redis URL: {e}"),
     })?;
-    client.get_connection().map_err(|e| StoreError::Open {
-        location: url.to_string(),
-        message: format!(
-            "cannot connect ({e}); is redis-server running? (`redis-server --daemonize yes`)"
-        ),
-    })
+    // The driver's timeout covers the socket, not its handshake's reads: connect on a thread
+    // of its own, so a listener that accepts and never answers cannot block the run.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(client.get_connection_with_timeout(super::CONNECT_DEADLINE));
+    });
+    let con = match rx.recv_timeout(super::CONNECT_DEADLINE) {
+        Ok(connected) => connected.map_err(|e| open_err(url, e))?,
+        Err(_) => {
+            return Err(StoreError::Open {
+                location: url.to_string(),
+                message: format!(
+                    "the server accepted the connection but did not answer within {} s: is a Redis server listening on that port?",
+                    super::CONNECT_DEADLINE.as_secs()
+                ),
+            });
+        }
+    };
+    // Every command of a run is small; one that gets no answer for this long means the server
+    // is gone or is not Redis, and the run says so instead of waiting for ever.
+    con.set_read_timeout(Some(super::CONNECT_DEADLINE))
+        .and_then(|()| con.set_write_timeout(Some(super::CONNECT_DEADLINE)))
+        .map_err(|e| open_err(url, e))?;
+    Ok(con)
+}
+
+/// Asks the server at `url` for a PONG: whether a run can use it at all.
+pub fn ping(url: &str) -> Result<(), StoreError> {
+    redis::cmd("PING")
+        .query::<String>(&mut connect(url)?)
+        .map(drop)
+        .map_err(|e| open_err(url, e))
 }
 
 /// Deletes every key under `prefix` on the server at `url` (a scratch store's cleanup).

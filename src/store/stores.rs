@@ -125,6 +125,28 @@ fn tempdir() -> Result<tempfile::TempDir, StoreError> {
     })
 }
 
+/// Fails at once, naming the store, when its server cannot be reached: a run asks before it
+/// simulates anything, not when its first job opens a store (a report would wait once per
+/// job, and hold its work until then).
+pub fn reachable(spec: &StoreSpec) -> Result<(), StoreError> {
+    let fail = |message: String| StoreError::Open {
+        location: spec.describe(),
+        message,
+    };
+    match spec {
+        StoreSpec::Sqlite(_) => Ok(()),
+        StoreSpec::Postgres { url, .. } => {
+            let config: postgres::Config = url
+                .parse()
+                .map_err(|e: postgres::Error| fail(pg_message(&e)))?;
+            super::pg_connect(&config)
+                .map(drop)
+                .map_err(|e| fail(e.message()))
+        }
+        StoreSpec::Redis { url, .. } => super::redis::ping(url),
+    }
+}
+
 impl Stores {
     /// From `--store SPEC`, or the `--db FILE` shorthand, or neither (scratch SQLite files).
     pub fn new(
@@ -135,6 +157,7 @@ impl Stores {
         let (spec, tmp, name) = match (store, db) {
             (Some(text), _) => {
                 let spec = StoreSpec::parse(text)?;
+                reachable(&spec)?;
                 let (name, tmp) = match &spec {
                     StoreSpec::Postgres { schema: None, .. } => {
                         (format!("{} (scratch schemas)", spec.describe()), None)
@@ -321,7 +344,10 @@ impl Stores {
                 };
                 let config: postgres::Config = url.parse().map_err(open_err)?;
                 let held = super::exclusive::hold_pg_schema(&config, &name, &location)?;
-                let mut client = config.connect(postgres::NoTls).map_err(open_err)?;
+                let mut client = super::pg_connect(&config).map_err(|e| StoreError::Open {
+                    location: location.clone(),
+                    message: e.message(),
+                })?;
                 let found = client
                     .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])
                     .map_err(open_err)?;

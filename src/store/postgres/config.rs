@@ -94,6 +94,18 @@ pub fn check_schema_name(name: &str) -> Result<(), String> {
             "schema name `{name}` is reserved: names starting with `pg_` belong to PostgreSQL"
         ));
     }
+    // The server's own catalogue, and the database's default schema where other applications'
+    // tables live: a run creates and, when scratch, drops tables and types, so it takes a
+    // schema of its own.
+    if let Some(whose) = match name {
+        "information_schema" => Some("PostgreSQL's catalogue"),
+        "public" => Some("the database's default schema, shared with other applications"),
+        _ => None,
+    } {
+        return Err(format!(
+            "schema name `{name}` is reserved: it is {whose}; name a schema of idemcalc's own, e.g. ?schema={DEFAULT_SCHEMA}"
+        ));
+    }
     Ok(())
 }
 
@@ -180,6 +192,8 @@ mod tests {
             "a-b",
             "a;drop",
             "pg_x",
+            "public",
+            "information_schema",
             &"a".repeat(64),
         ] {
             assert!(check_schema_name(bad).is_err(), "{bad:?}");

@@ -7,7 +7,7 @@ use super::statements::Statements;
 use super::{PostgresStore, config::quote_ident};
 use crate::clock::Millis;
 use crate::store::{StoreError, Synchronous, exclusive, pg_message};
-use postgres::{Client, NoTls};
+use postgres::Client;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -239,9 +239,12 @@ impl PoolInner {
     }
 
     pub(super) fn raw_connect(&self) -> Result<Client, StoreError> {
-        self.config
-            .connect(NoTls)
-            .map_err(|e| self.open_err(explain_connect(&e, &self.config)))
+        crate::store::pg_connect(&self.config).map_err(|e| {
+            self.open_err(match &e {
+                crate::store::PgConnectError::Failed(e) => explain_connect(e, &self.config),
+                silent => silent.message(),
+            })
+        })
     }
 
     /// Per-connection settings and prepared statements.
