@@ -4,12 +4,13 @@
 
 use super::flow::{Flow, Observed, Send, carrier_replayed};
 use crate::carrier::CarrierConfig;
-use crate::carrier::{Carrier, CarrierResult, InvoiceLine};
+use crate::carrier::{Carrier, CarrierReply, CarrierResult, InvoiceLine};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::EngineConfig;
-use crate::engine::{DiePoint, Engine, EngineError, Outcome, Request};
+use crate::engine::{DiePoint, Engine, EngineError, Outcome, Request, Response};
 use crate::store::{Invariants, LabelRow, Store, StoreError};
 use serde::Serialize;
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -119,6 +120,29 @@ pub fn run(
     let engine = Engine::new(store, carrier.clone(), Arc::new(clock.clone()), engine);
     let lease_ms = engine.config().lease_ms;
     let mut flow = Flow::new(engine, clock);
+    let lanes = send_all(&mut flow, timeline);
+    let mut observed = Vec::new();
+    while flow.step(&mut observed)? {}
+    let (events, responses) = draw(timeline, &lanes, lease_ms, &observed);
+    let tracking_no = responses.iter().rev().find_map(|r| r.tracking_no.clone());
+    let engine = flow.engine();
+    let labels = engine.store().labels()?;
+    let invariants = engine.store().invariants()?;
+    Ok(TimelineReport {
+        scenario: name.to_string(),
+        store: store_name,
+        responses,
+        tracking_no,
+        labels,
+        carrier_purchases: carrier.ledger(),
+        carrier_replays: carrier.stats().replays,
+        events,
+        invariants,
+    })
+}
+
+/// Puts every scripted request on the wire at its time; returns the lane each is drawn in.
+fn send_all(flow: &mut Flow, timeline: &Timeline) -> Vec<String> {
     let ms = crate::duration::ms;
     let mut lanes = Vec::new();
     for (i, r) in timeline.requests.iter().enumerate() {
@@ -148,15 +172,26 @@ pub fn run(
         );
         flow.send(ms(r.sent), send);
     }
+    lanes
+}
 
-    let mut observed = Vec::new();
-    while flow.step(&mut observed)? {}
-
-    let mut responses = Vec::new();
-    let mut events = Vec::new();
-    let mut lease_of = std::collections::HashMap::new();
+/// The lanes of events, in time order, and what each caller got back, from what the driver
+/// reported.
+fn draw(
+    timeline: &Timeline,
+    lanes: &[String],
+    lease_ms: Millis,
+    observed: &[Observed],
+) -> (Vec<TimelineEvent>, Vec<TimelineResponse>) {
+    let mut d = Drawing {
+        lanes,
+        lease_ms,
+        events: Vec::new(),
+        responses: Vec::new(),
+        lease_of: HashMap::new(),
+    };
     for (i, r) in timeline.requests.iter().enumerate() {
-        events.push(TimelineEvent {
+        d.events.push(TimelineEvent {
             lane: "Caller".into(),
             start_s: r.sent.as_secs_f64(),
             end_s: None,
@@ -164,142 +199,157 @@ pub fn run(
             text: format!("→ {}: CreateLabel", lanes[i]),
         });
     }
-    for o in &observed {
+    for o in observed {
+        d.observe(o);
+    }
+    d.events.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
+    (d.events, d.responses)
+}
+
+/// The events and responses drawn so far.
+struct Drawing<'a> {
+    lanes: &'a [String],
+    lease_ms: Millis,
+    events: Vec<TimelineEvent>,
+    responses: Vec<TimelineResponse>,
+    /// The lease event of each request that claimed its key, to end it when txn 2 commits.
+    lease_of: HashMap<u64, usize>,
+}
+
+impl Drawing<'_> {
+    fn observe(&mut self, o: &Observed) {
         match o {
             Observed::Claimed {
                 id,
                 at_ms,
                 took_over,
-            } => {
-                let lane = lanes[*id as usize].clone();
-                lease_of.insert(*id, events.len());
-                events.push(TimelineEvent {
-                    lane: lane.clone(),
-                    start_s: secs(*at_ms),
-                    end_s: Some(secs(at_ms + lease_ms)),
-                    kind: "lease",
-                    text: if *took_over {
-                        format!("{lane} takes over the expired lease")
-                    } else {
-                        format!("lease held by {lane}")
-                    },
-                });
-            }
+            } => self.claimed(*id, *at_ms, *took_over),
             Observed::CarrierAnswered {
                 called_ms,
                 at_ms,
                 reply,
                 ..
-            } => {
-                let text = match &reply.result {
-                    CarrierResult::Label { label, .. } if carrier_replayed(reply) => {
-                        format!("same label replayed ({})", label.tracking_no)
-                    }
-                    CarrierResult::Label { label, .. } => {
-                        format!("buy label ({})", label.tracking_no)
-                    }
-                    CarrierResult::Refused { reason } => format!("refused: {reason}"),
-                };
-                events.push(TimelineEvent {
-                    lane: "Carrier".into(),
-                    start_s: secs(*called_ms),
-                    end_s: Some(secs(*at_ms)),
-                    kind: "carrier",
-                    text,
-                });
-            }
+            } => self.events.push(carrier_event(*called_ms, *at_ms, reply)),
             Observed::Answered {
                 id,
                 at_ms,
                 response,
-            } => {
-                // A completed attempt releases its lease (txn 2 clears locked_until).
-                if let Some(&i) = lease_of.get(id)
-                    && let Some(end) = events[i].end_s.as_mut()
-                {
-                    *end = end.min(secs(*at_ms));
-                }
-                if response.status != 201 {
-                    events.push(TimelineEvent {
-                        lane: lanes[*id as usize].clone(),
-                        start_s: secs(*at_ms),
-                        end_s: None,
-                        kind: "answer",
-                        text: format!(
-                            "{} {}",
-                            response.status,
-                            response.code.clone().unwrap_or_default()
-                        ),
-                    });
-                }
-            }
-            Observed::Died { id, at_ms, point } => events.push(TimelineEvent {
-                lane: lanes[*id as usize].clone(),
+            } => self.answered(*id, *at_ms, response),
+            Observed::Died { id, at_ms, point } => self.events.push(TimelineEvent {
+                lane: self.lanes[*id as usize].clone(),
                 start_s: secs(*at_ms),
                 end_s: None,
                 kind: "died",
-                text: format!(
-                    "process killed ({})",
-                    match point {
-                        DiePoint::AfterTxn1 => "after txn 1",
-                        DiePoint::AfterCarrier => "after the carrier call, before txn 2",
-                        DiePoint::InsideTxn2 => "inside txn 2",
-                    }
-                ),
+                text: format!("process killed ({})", died_where(*point)),
             }),
             Observed::Replied {
                 id,
                 sent_ms,
                 at_ms,
                 response,
-            } => {
-                let tracking_no = tracking_of(&response.body);
-                let lane = lanes[*id as usize].clone();
-                events.push(TimelineEvent {
-                    lane: "Caller".into(),
-                    start_s: secs(*at_ms),
-                    end_s: None,
-                    kind: "reply",
-                    text: format!(
-                        "{} {}{}",
-                        response.status,
-                        tracking_no
-                            .clone()
-                            .or_else(|| response.code.clone())
-                            .unwrap_or_default(),
-                        if response.replayed { " (replayed)" } else { "" }
-                    ),
-                });
-                responses.push(TimelineResponse {
-                    lane,
-                    sent_s: secs(*sent_ms),
-                    arrived_s: secs(*at_ms),
-                    status: response.status,
-                    code: response.code.clone(),
-                    outcome: response.outcome,
-                    replayed: response.replayed,
-                    tracking_no,
-                });
-            }
+            } => self.replied(*id, *sent_ms, *at_ms, response),
             _ => {}
         }
     }
-    events.sort_by(|a, b| a.start_s.total_cmp(&b.start_s));
-    let tracking_no = responses.iter().rev().find_map(|r| r.tracking_no.clone());
-    let engine = flow.engine();
-    let labels = engine.store().labels()?;
-    let invariants = engine.store().invariants()?;
-    Ok(TimelineReport {
-        scenario: name.to_string(),
-        store: store_name,
-        responses,
-        tracking_no,
-        labels,
-        carrier_purchases: carrier.ledger(),
-        carrier_replays: carrier.stats().replays,
-        events,
-        invariants,
-    })
+
+    /// Txn 1 claimed the key: a lease bar until the lease would end.
+    fn claimed(&mut self, id: u64, at_ms: Millis, took_over: bool) {
+        let lane = self.lanes[id as usize].clone();
+        self.lease_of.insert(id, self.events.len());
+        self.events.push(TimelineEvent {
+            lane: lane.clone(),
+            start_s: secs(at_ms),
+            end_s: Some(secs(at_ms + self.lease_ms)),
+            kind: "lease",
+            text: if took_over {
+                format!("{lane} takes over the expired lease")
+            } else {
+                format!("lease held by {lane}")
+            },
+        });
+    }
+
+    /// The server answered: the lease ends, and an answer other than 201 is marked.
+    fn answered(&mut self, id: u64, at_ms: Millis, response: &Response) {
+        // A completed attempt releases its lease (txn 2 clears locked_until).
+        if let Some(&i) = self.lease_of.get(&id)
+            && let Some(end) = self.events[i].end_s.as_mut()
+        {
+            *end = end.min(secs(at_ms));
+        }
+        if response.status != 201 {
+            self.events.push(TimelineEvent {
+                lane: self.lanes[id as usize].clone(),
+                start_s: secs(at_ms),
+                end_s: None,
+                kind: "answer",
+                text: format!(
+                    "{} {}",
+                    response.status,
+                    response.code.clone().unwrap_or_default()
+                ),
+            });
+        }
+    }
+
+    /// The caller heard the answer.
+    fn replied(&mut self, id: u64, sent_ms: Millis, at_ms: Millis, response: &Response) {
+        let tracking_no = tracking_of(&response.body);
+        let lane = self.lanes[id as usize].clone();
+        self.events.push(TimelineEvent {
+            lane: "Caller".into(),
+            start_s: secs(at_ms),
+            end_s: None,
+            kind: "reply",
+            text: format!(
+                "{} {}{}",
+                response.status,
+                tracking_no
+                    .clone()
+                    .or_else(|| response.code.clone())
+                    .unwrap_or_default(),
+                if response.replayed { " (replayed)" } else { "" }
+            ),
+        });
+        self.responses.push(TimelineResponse {
+            lane,
+            sent_s: secs(sent_ms),
+            arrived_s: secs(at_ms),
+            status: response.status,
+            code: response.code.clone(),
+            outcome: response.outcome,
+            replayed: response.replayed,
+            tracking_no,
+        });
+    }
+}
+
+/// The carrier's bar: the call, from `called_ms` to its answer.
+fn carrier_event(called_ms: Millis, at_ms: Millis, reply: &CarrierReply) -> TimelineEvent {
+    let text = match &reply.result {
+        CarrierResult::Label { label, .. } if carrier_replayed(reply) => {
+            format!("same label replayed ({})", label.tracking_no)
+        }
+        CarrierResult::Label { label, .. } => {
+            format!("buy label ({})", label.tracking_no)
+        }
+        CarrierResult::Refused { reason } => format!("refused: {reason}"),
+    };
+    TimelineEvent {
+        lane: "Carrier".into(),
+        start_s: secs(called_ms),
+        end_s: Some(secs(at_ms)),
+        kind: "carrier",
+        text,
+    }
+}
+
+fn died_where(point: DiePoint) -> &'static str {
+    match point {
+        DiePoint::AfterTxn1 => "after txn 1",
+        DiePoint::AfterCarrier => "after the carrier call, before txn 2",
+        DiePoint::InsideTxn2 => "inside txn 2",
+    }
 }
 
 /// The human view: one line per event, like the seed's "Timeline as a list".
