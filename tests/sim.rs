@@ -7,9 +7,14 @@ use idemcalc::clock::VirtualClock;
 use idemcalc::engine::{
     CarrierKey, DiePoint, Engine, EngineConfig, KeyScope, Outcome, RecordPlacement, Request,
 };
+use idemcalc::model::{self, ModelParams};
+use idemcalc::run::{self, JobPlan, Plan};
 use idemcalc::scenario::Scenario;
+use idemcalc::settings::Settings;
 use idemcalc::sim::replay::{self, Figure, KeyPolicy, Progress, SimConfig, SimReport};
-use idemcalc::store::{SqliteOptions, SqliteStore, Store, Synchronous};
+use idemcalc::store::{
+    SqliteOptions, SqliteStore, Store, StoreOptions, Stores, Sweeper, Synchronous,
+};
 use idemcalc::traffic::{Arrivals, RetryDelay};
 use std::path::Path;
 use std::sync::Arc;
@@ -59,13 +64,58 @@ fn run(cfg: &SimConfig, replicates: u32) -> SimReport {
     .unwrap()
 }
 
+/// `cfg` run the way `idemcalc simulate` runs it, through `run::simulate`: the simulator
+/// measures only (its figures' `analytic` is NaN), and the run puts its plan's model beside the
+/// measurements. The plan's model is asked at the very inputs the simulation runs with.
+fn run_with_model(cfg: &SimConfig, replicates: u32) -> SimReport {
+    let mut settings = Settings::default();
+    settings.traffic.replicates = replicates;
+    let retry = RetryDelay::seed();
+    let params = ModelParams {
+        rate_per_s: cfg.rate_per_s,
+        retention_s: cfg.retention_s(),
+        timeout_fraction: cfg.expected_timeout_fraction(),
+        done_fraction: cfg.done_fraction,
+        label_price_usd: cfg.carrier.price_cents as f64 / 100.0,
+        carrier_window_s: cfg.carrier.window_ms as f64 / 1000.0,
+        bytes_per_record: cfg.engine.payload.record_bytes(),
+        ..ModelParams::default()
+    };
+    let plan = Plan {
+        settings,
+        arrivals: Arrivals::constant(cfg.rate_per_s).unwrap(),
+        jobs: vec![JobPlan {
+            config: cfg.clone(),
+            params,
+            model: model::estimate(&params, &retry),
+            sweeper: Sweeper::Delete,
+        }],
+        retry,
+    };
+    let stores = Stores::scratch(StoreOptions {
+        purpose: "test",
+        synchronous: Synchronous::Off,
+        ..StoreOptions::default()
+    })
+    .unwrap();
+    let stop = AtomicBool::new(false);
+    let progress = Progress {
+        tick: &|_| {},
+        interrupted: &stop,
+    };
+    let mut reports = run::simulate(&plan, &stores, &progress).unwrap();
+    stores.finish().unwrap();
+    reports.remove(0)
+}
+
+/// Whether the model's value (filled by `run`: see [`run_with_model`]) is in the interval.
 fn within(f: &Figure, slack: f64) -> bool {
     f.analytic >= f.ci95_low * (1.0 - slack) && f.analytic <= f.ci95_high * (1.0 + slack)
 }
 
 #[test]
 fn correct_design_keeps_its_invariants_and_agrees_with_the_model() {
-    let r = run(&small(), 1);
+    let r = run_with_model(&small(), 1);
     assert!(r.invariants.hold, "{:?}", r.invariants);
     assert!(r.replayed_intents > 1000);
     // The model's rate × retention, plus up to one sweep period that an expired record waits
@@ -122,6 +172,45 @@ fn a_fixed_seed_gives_identical_output() {
     assert_ne!(a, c, "another seed draws other traffic");
 }
 
+/// One source of truth for the model column: the simulator measures only, and `run` puts the
+/// plan's one model evaluation beside every figure it shows (none left NaN, `null` in JSON).
+#[test]
+fn the_simulator_measures_only_and_the_run_adds_the_model() {
+    let cfg = SimConfig {
+        arrival_s: Some(2.0 * 3600.0),
+        ..small()
+    };
+    let figures = |r: &SimReport| {
+        [
+            r.bytes_per_record_measured,
+            r.store_records_steady,
+            r.store_bytes_steady,
+            r.timed_out_per_day,
+            r.late_after_purge_per_day,
+            r.duplicate_labels_per_day,
+            r.duplicate_cost_per_day,
+            r.unlabelled_per_day,
+            r.purged_key_requests_per_day,
+            r.takeovers_per_day,
+        ]
+    };
+    let measured = run(&cfg, 1);
+    let with_model = run_with_model(&cfg, 1);
+    for (m, w) in figures(&measured).iter().zip(figures(&with_model).iter()) {
+        assert!(m.analytic.is_nan(), "{m:?}");
+        assert!(w.analytic.is_finite(), "{w:?}");
+    }
+    // The same seed measures the same traffic either way; only the model column is added.
+    assert_eq!(
+        measured.store_records_steady.estimate,
+        with_model.store_records_steady.estimate
+    );
+    assert_eq!(
+        measured.late_after_purge_per_day.estimate,
+        with_model.late_after_purge_per_day.estimate
+    );
+}
+
 #[test]
 fn new_key_per_attempt_duplicates_every_lost_reply() {
     let r = run(
@@ -141,7 +230,7 @@ fn new_key_per_attempt_duplicates_every_lost_reply() {
 fn retention_shorter_than_the_retry_horizon_shows_purged_keys() {
     let mut cfg = small();
     cfg.carrier.window_ms = 3_600_000;
-    let r = run(&cfg, 1);
+    let r = run_with_model(&cfg, 1);
     assert!(
         r.duplicate_labels_per_day.estimate > 500.0,
         "{:?}",
@@ -409,7 +498,7 @@ fn tenants_keep_their_callers_and_their_own_parcels() {
         callers: 2,
         ..small()
     };
-    let two = run(&cfg, 1);
+    let two = run_with_model(&cfg, 1);
     let replays = |r: &SimReport| {
         r.outcomes
             .iter()
@@ -556,7 +645,7 @@ fn degenerate_intervals_are_never_certain() {
     let b = &r.bytes_per_record_measured;
     assert!(!(b.ci95_low == b.ci95_high), "{b:?}");
     // The records model includes the sweeper's mean lag: half a 60 s period on 1 h, +0.8 %.
-    let steady = run(&small(), 1);
+    let steady = run_with_model(&small(), 1);
     assert!(
         (steady.store_records_steady.analytic / 1_440_000.0 - 1.0 - 30.0 / 3600.0).abs() < 1e-9
     );

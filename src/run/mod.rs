@@ -10,7 +10,7 @@ pub mod compare;
 pub mod plan;
 pub mod results;
 
-use crate::store::{Slot, StoreOptions, Stores};
+use crate::store::{Slot, StoreOptions, Stores, Sweeper};
 pub use plan::{JobPlan, Plan};
 pub use results::*;
 
@@ -34,44 +34,54 @@ pub fn simulate(
         .par_iter()
         .enumerate()
         .map(|(point, job)| {
-            let open = |replicate: u32| {
-                stores.open_with(
-                    Slot {
-                        point,
-                        replicate,
-                        ..Slot::default()
-                    },
-                    job.sweeper,
-                )
+            let slot = Slot {
+                point,
+                ..Slot::default()
             };
-            let mut sim = replay::simulate(
-                &job.config,
-                &plan.arrivals,
-                &plan.retry,
-                plan.settings.traffic.replicates,
-                stores.name(),
-                &open,
-                progress,
-            )?;
-            with_model(&mut sim, job);
-            Ok(sim)
+            Ok(measure(plan, job, stores, slot, job.sweeper, progress)?)
         })
         .collect()
 }
 
+/// Simulates `job` on `stores` (replicate `r` in `slot` with `replicate: r`) and puts the
+/// plan's model beside the measurements: every simulation `run` starts goes through here, so
+/// none reaches a caller without its model column.
+fn measure(
+    plan: &Plan,
+    job: &JobPlan,
+    stores: &Stores,
+    slot: Slot,
+    sweeper: Sweeper,
+    progress: &Progress<'_>,
+) -> Result<SimReport, replay::SimError> {
+    let open = |replicate: u32| stores.open_with(Slot { replicate, ..slot }, sweeper);
+    let mut sim = replay::simulate(
+        &job.config,
+        &plan.arrivals,
+        &plan.retry,
+        plan.settings.traffic.replicates,
+        stores.name(),
+        &open,
+        progress,
+    )?;
+    with_model(&mut sim, job, sweeper);
+    Ok(sim)
+}
+
 /// Puts the job's one model evaluation beside the simulator's measurements (the simulator
-/// measures only), and says when records outlive their retention by design.
+/// measures only and leaves every `analytic` NaN: each one is set here), and says when
+/// records outlive their retention by design.
 ///
 /// The model's records and store are `rate × (retention + the sweeper's mean lag)`: an expired
 /// record waits for the next sweep, half a sweep period on average, and a partitioned store
 /// keeps it until its partition is dropped, half a partition period on average.
-fn with_model(sim: &mut SimReport, job: &JobPlan) {
+fn with_model(sim: &mut SimReport, job: &JobPlan, sweeper: Sweeper) {
     let e = &job.model;
     let p = &job.params;
     let retention_s = job.retention_s();
-    let lag_s = match job.sweeper {
-        crate::store::Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0,
-        crate::store::Sweeper::Delete => job.config.sweep_period_s / 2.0,
+    let lag_s = match sweeper {
+        Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0,
+        Sweeper::Delete => job.config.sweep_period_s / 2.0,
     };
     let life = if retention_s > 0.0 {
         (retention_s + lag_s) / retention_s
@@ -85,7 +95,13 @@ fn with_model(sim: &mut SimReport, job: &JobPlan) {
     sim.late_after_purge_per_day.analytic = e.late_after_purge_per_day;
     sim.duplicate_labels_per_day.analytic = e.duplicate_labels_per_day;
     sim.duplicate_cost_per_day.analytic = e.duplicate_cost_per_day;
-    if let crate::store::Sweeper::Partitions { period_ms } = job.sweeper {
+    // With keys the model retries every timed-out call, so it leaves no parcel unlabelled (see
+    // `total_cost_per_day` in `model::FORMULAS`). It has no lease to take over and counts no
+    // claim of a purged key apart from late arrivals: for those two it shows 0 as well.
+    sim.unlabelled_per_day.analytic = 0.0;
+    sim.purged_key_requests_per_day.analytic = 0.0;
+    sim.takeovers_per_day.analytic = 0.0;
+    if let Sweeper::Partitions { period_ms } = sweeper {
         let note = format!(
             "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it); the model's records count that half",
             crate::duration::format_secs(period_ms as f64 / 1000.0)
@@ -184,30 +200,19 @@ pub fn scenarios(
                         tick: &tick,
                         interrupted: progress.interrupted,
                     };
-                    let open = |replicate: u32| {
-                        stores.open_with(
-                            Slot {
-                                scenario: job.scenario,
-                                point: job.retention,
-                                replicate,
-                                ..Slot::default()
-                            },
-                            job.job.sweeper,
-                        )
+                    let slot = Slot {
+                        scenario: job.scenario,
+                        point: job.retention,
+                        ..Slot::default()
                     };
-                    let r = replay::simulate(
-                        &job.job.config,
-                        &job.plan.arrivals,
-                        &job.plan.retry,
-                        job.plan.settings.traffic.replicates,
-                        stores.name(),
-                        &open,
+                    let r = measure(
+                        job.plan,
+                        job.job,
+                        stores,
+                        slot,
+                        job.job.sweeper,
                         &job_progress,
                     )
-                    .map(|mut sim| {
-                        with_model(&mut sim, job.job);
-                        sim
-                    })
                     .map_err(|e| format!("{}: {e}", job.loaded.path.display()));
                     tick(1.0);
                     results.lock().unwrap_or_else(|p| p.into_inner())[j] = Some(r);
@@ -352,7 +357,7 @@ pub fn compare_stores(
     // row, so each store is measured with the layout the scenario asks for.
     let sweeper = |stores: &Stores| match stores.spec() {
         crate::store::StoreSpec::Postgres { .. } => job.sweeper,
-        _ => crate::store::Sweeper::Delete,
+        _ => Sweeper::Delete,
     };
     let name = |stores: &Stores| {
         if sweeper(stores).partitioned() {
@@ -377,22 +382,12 @@ pub fn compare_stores(
             },
         )
         .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
-        let open = |replicate: u32| {
-            stores.open_with(
-                Slot {
-                    replicate,
-                    ..Slot::default()
-                },
-                sweeper(&stores),
-            )
-        };
-        let sim = replay::simulate(
-            &job.config,
-            &plan.arrivals,
-            &plan.retry,
-            settings.traffic.replicates,
-            stores.name(),
-            &open,
+        let sim = measure(
+            plan,
+            job,
+            &stores,
+            Slot::default(),
+            sweeper(&stores),
             progress,
         );
         stores.finish()?;
