@@ -1,0 +1,480 @@
+//! Reading request logs: CSV and Parquet through polars, NDJSON through serde_json, each row
+//! into a compact [`Req`], with the rows that cannot be read counted in [`BadRows`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::io::BufRead as _;
+use std::path::{Path, PathBuf};
+
+#[cfg(feature = "tables")]
+use polars::prelude::{DataFrame, DataType, Series};
+use serde::Serialize;
+
+use super::{FitError, FitOptions, file_err};
+use crate::payload::fnv64;
+
+/// Column names in the log, set by flags; the defaults are the names docs/fit.md documents.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Columns {
+    pub time: String,
+    pub caller: String,
+    pub key: String,
+    pub status: String,
+    pub response_bytes: String,
+    pub replayed: String,
+    pub weight: String,
+}
+
+impl Columns {
+    /// Every column, in the order each reader reads them.
+    fn all(&self) -> [&String; 7] {
+        [
+            &self.time,
+            &self.caller,
+            &self.key,
+            &self.status,
+            &self.response_bytes,
+            &self.replayed,
+            &self.weight,
+        ]
+    }
+}
+
+impl Default for Columns {
+    fn default() -> Self {
+        Columns {
+            time: "time".into(),
+            caller: "caller".into(),
+            key: "idempotency_key".into(),
+            status: "status".into(),
+            response_bytes: "response_bytes".into(),
+            replayed: "replayed".into(),
+            weight: "weight".into(),
+        }
+    }
+}
+
+/// The unit of a numeric `time` column (text times are RFC 3339).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum TimeUnit {
+    #[default]
+    S,
+    Ms,
+    Us,
+    Ns,
+}
+
+impl TimeUnit {
+    fn to_s(self) -> f64 {
+        match self {
+            TimeUnit::S => 1.0,
+            TimeUnit::Ms => 1e-3,
+            TimeUnit::Us => 1e-6,
+            TimeUnit::Ns => 1e-9,
+        }
+    }
+}
+
+/// One request, compact: the key is kept as a hash of (caller, key).
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Req {
+    pub(super) key: u64,
+    pub(super) caller: u32,
+    pub(super) time_s: f64,
+    /// 0 when the caller got no answer in time.
+    pub(super) status: u16,
+    /// `u32::MAX` when the log has no size for it.
+    pub(super) response_bytes: u32,
+    /// 0 no, 1 yes, 2 not in the log.
+    pub(super) replayed: u8,
+    pub(super) key_bytes: u16,
+    pub(super) weight: f32,
+}
+
+/// What the logs held: the usable requests, the rows left out, and the callers' names.
+pub(super) struct Log {
+    pub(super) reqs: Vec<Req>,
+    pub(super) bad: BadRows,
+    /// Rows read, bad ones included.
+    pub(super) rows: u64,
+    /// Indexed by [`Req::caller`].
+    pub(super) caller_names: Vec<String>,
+}
+
+/// Reads every log, each with the reader its extension names.
+pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, FitError> {
+    let mut reader = Reader::new(options);
+    for path in paths {
+        match kind(path)? {
+            "csv" => reader.read_csv(path)?,
+            "parquet" => reader.read_parquet(path)?,
+            _ => reader.read_ndjson(path)?,
+        }
+    }
+    let Reader {
+        reqs,
+        bad,
+        rows,
+        caller_names,
+        ..
+    } = reader;
+    Ok(Log {
+        reqs,
+        bad,
+        rows,
+        caller_names,
+    })
+}
+
+/// Why rows were left out, with counts; reported, never silently dropped.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct BadRows {
+    pub total: u64,
+    /// Reason → rows, e.g. "time: not a number or RFC 3339 time".
+    pub reasons: BTreeMap<String, u64>,
+    /// The first few, as `file: row N: reason` (N counts data rows from 1), to go and look.
+    pub examples: Vec<String>,
+}
+
+impl BadRows {
+    fn add(&mut self, path: &Path, row: usize, reason: &str) {
+        self.total += 1;
+        *self.reasons.entry(reason.to_string()).or_insert(0) += 1;
+        if self.examples.len() < 5 {
+            self.examples
+                .push(format!("{}: row {}: {reason}", path.display(), row + 1));
+        }
+    }
+}
+
+/// One cell, whatever the column's type in the file.
+#[derive(Debug, Clone, Copy)]
+enum Cell<'a> {
+    Null,
+    Str(&'a str),
+    Num(f64),
+    Bool(bool),
+}
+
+impl Cell<'_> {
+    fn number(self) -> Result<Option<f64>, ()> {
+        match self {
+            Cell::Null => Ok(None),
+            Cell::Num(v) => Ok(Some(v)),
+            Cell::Bool(b) => Ok(Some(f64::from(u8::from(b)))),
+            Cell::Str(s) => {
+                let s = s.trim();
+                if s.is_empty() {
+                    Ok(None)
+                } else {
+                    s.parse::<f64>().map(Some).map_err(|_| ())
+                }
+            }
+        }
+    }
+}
+
+/// Reads rows into [`Req`]s, interning callers.
+struct Reader<'o> {
+    options: &'o FitOptions,
+    callers: HashMap<String, u32>,
+    caller_names: Vec<String>,
+    reqs: Vec<Req>,
+    bad: BadRows,
+    rows: u64,
+}
+
+impl<'o> Reader<'o> {
+    fn new(options: &'o FitOptions) -> Self {
+        Reader {
+            options,
+            callers: HashMap::new(),
+            caller_names: Vec::new(),
+            reqs: Vec::new(),
+            bad: BadRows::default(),
+            rows: 0,
+        }
+    }
+
+    fn caller_id(&mut self, name: &str) -> u32 {
+        if let Some(id) = self.callers.get(name) {
+            return *id;
+        }
+        let id = self.caller_names.len() as u32;
+        self.callers.insert(name.to_string(), id);
+        self.caller_names.push(name.to_string());
+        id
+    }
+
+    /// One row from its seven cells (absent columns are `Null`).
+    fn row(&mut self, path: &Path, index: usize, cells: [Cell<'_>; 7]) {
+        self.rows += 1;
+        let [time, caller, key, status, bytes, replayed, weight] = cells;
+        let time_s = match time {
+            Cell::Str(s) if s.trim().parse::<f64>().is_err() && !s.trim().is_empty() => {
+                match humantime::parse_rfc3339_weak(s.trim()) {
+                    Ok(t) => t
+                        .duration_since(std::time::UNIX_EPOCH)
+                        .map_or(f64::NAN, |d| d.as_secs_f64()),
+                    Err(_) => f64::NAN,
+                }
+            }
+            other => match other.number() {
+                Ok(Some(v)) => v * self.options.time_unit.to_s(),
+                _ => f64::NAN,
+            },
+        };
+        if !time_s.is_finite() {
+            return self.bad.add(
+                path,
+                index,
+                "time: missing, or neither a number nor an RFC 3339 time",
+            );
+        }
+        let key_text = match key {
+            Cell::Str(s) if !s.is_empty() => s.to_string(),
+            Cell::Num(v) => format!("{v}"),
+            _ => {
+                return self
+                    .bad
+                    .add(path, index, "idempotency_key: missing or empty");
+            }
+        };
+        let caller_text = match caller {
+            Cell::Str(s) => s.to_string(),
+            Cell::Num(v) => format!("{v}"),
+            _ => String::new(),
+        };
+        let status = match status.number() {
+            Ok(None) => 0,
+            Ok(Some(v)) if v == v.trunc() && (0.0..=999.0).contains(&v) => v as u16,
+            _ => {
+                return self.bad.add(
+                    path,
+                    index,
+                    "status: not an HTTP status (0 or empty for no answer)",
+                );
+            }
+        };
+        let response_bytes = match bytes.number() {
+            Ok(None) => u32::MAX,
+            Ok(Some(v)) if v >= 0.0 && v < f64::from(u32::MAX) => v as u32,
+            _ => {
+                return self
+                    .bad
+                    .add(path, index, "response_bytes: not a size in bytes");
+            }
+        };
+        let replayed = match replayed {
+            Cell::Null => 2,
+            Cell::Bool(b) => u8::from(b),
+            Cell::Num(v) => u8::from(v != 0.0),
+            Cell::Str(s) => match s.trim().to_ascii_lowercase().as_str() {
+                "" => 2,
+                "true" | "1" | "yes" => 1,
+                "false" | "0" | "no" => 0,
+                _ => return self.bad.add(path, index, "replayed: not true or false"),
+            },
+        };
+        let weight = match weight.number() {
+            Ok(None) => 1.0,
+            Ok(Some(v)) if v > 0.0 && v.is_finite() => v,
+            _ => return self.bad.add(path, index, "weight: not a number above 0"),
+        };
+        let caller_id = self.caller_id(&caller_text);
+        self.reqs.push(Req {
+            key: fnv64(&[caller_text.as_bytes(), key_text.as_bytes()]),
+            caller: caller_id,
+            time_s,
+            status,
+            response_bytes,
+            replayed,
+            key_bytes: key_text.len().min(usize::from(u16::MAX)) as u16,
+            weight: weight as f32,
+        });
+    }
+
+    #[cfg(feature = "tables")]
+    fn read_frame(&mut self, path: &Path, df: &DataFrame) -> Result<(), FitError> {
+        let c = &self.options.columns;
+        let names = c.all();
+        for required in [&c.time, &c.key] {
+            if df.column(required).is_err() {
+                let found: Vec<String> = df
+                    .get_column_names()
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect();
+                return Err(file_err(
+                    path,
+                    format!(
+                        "no column `{required}` (found {}); name it with --{}-column",
+                        found.join(", "),
+                        if required == &c.time { "time" } else { "key" }
+                    ),
+                ));
+            }
+        }
+        // Owned, typed copies the cell iterators borrow from.
+        let series: Vec<Option<Series>> = names
+            .iter()
+            .map(|name| {
+                let Ok(col) = df.column(name) else {
+                    return Ok(None);
+                };
+                let s = col.as_materialized_series().clone();
+                let s = match s.dtype() {
+                    DataType::String | DataType::Boolean | DataType::Float64 => s,
+                    d if d.is_primitive_numeric() => s.cast(&DataType::Float64)?,
+                    _ => s.cast(&DataType::String)?,
+                };
+                Ok(Some(s))
+            })
+            .collect::<Result<_, polars::prelude::PolarsError>>()
+            .map_err(|e| file_err(path, e.to_string()))?;
+        let height = df.height();
+        let mut iters: Vec<Box<dyn Iterator<Item = Cell<'_>> + '_>> = Vec::new();
+        for s in &series {
+            let it: Box<dyn Iterator<Item = Cell<'_>>> = match s {
+                None => Box::new(std::iter::repeat_n(Cell::Null, height)),
+                Some(s) => match s.dtype() {
+                    DataType::String => Box::new(
+                        s.str()
+                            .map_err(|e| file_err(path, e.to_string()))?
+                            .iter()
+                            .map(|v| v.map_or(Cell::Null, Cell::Str)),
+                    ),
+                    DataType::Boolean => Box::new(
+                        s.bool()
+                            .map_err(|e| file_err(path, e.to_string()))?
+                            .iter()
+                            .map(|v| v.map_or(Cell::Null, Cell::Bool)),
+                    ),
+                    _ => Box::new(
+                        s.f64()
+                            .map_err(|e| file_err(path, e.to_string()))?
+                            .iter()
+                            .map(|v| v.map_or(Cell::Null, Cell::Num)),
+                    ),
+                },
+            };
+            iters.push(it);
+        }
+        for index in 0..height {
+            let mut cells = [Cell::Null; 7];
+            for (cell, it) in cells.iter_mut().zip(iters.iter_mut()) {
+                *cell = it.next().unwrap_or(Cell::Null);
+            }
+            self.row(path, index, cells);
+        }
+        Ok(())
+    }
+
+    #[cfg(feature = "tables")]
+    fn read_csv(&mut self, path: &Path) -> Result<(), FitError> {
+        use polars_io::prelude::{CsvReadOptions, SerReader as _};
+        // Every column as text: a malformed cell becomes one bad row instead of failing the
+        // whole file on a type polars inferred from the first rows.
+        let df = CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(Some(0))
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))
+            .and_then(|r| r.finish())
+            .map_err(|e| file_err(path, e.to_string()))?;
+        self.read_frame(path, &df)
+    }
+
+    /// Without the `tables` feature (a build without polars, such as the fuzz targets') only
+    /// NDJSON logs can be read.
+    #[cfg(not(feature = "tables"))]
+    fn read_csv(&mut self, path: &Path) -> Result<(), FitError> {
+        Err(file_err(
+            path,
+            "this build has no CSV reader (the `tables` feature is off)",
+        ))
+    }
+
+    #[cfg(not(feature = "tables"))]
+    fn read_parquet(&mut self, path: &Path) -> Result<(), FitError> {
+        Err(file_err(
+            path,
+            "this build has no Parquet reader (the `tables` feature is off)",
+        ))
+    }
+
+    #[cfg(feature = "tables")]
+    fn read_parquet(&mut self, path: &Path) -> Result<(), FitError> {
+        use polars_io::prelude::{ParquetReader, SerReader as _};
+        let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+        let mut reader = ParquetReader::new(file);
+        let schema = reader.schema().map_err(|e| file_err(path, e.to_string()))?;
+        let c = &self.options.columns;
+        let wanted: Vec<String> = c
+            .all()
+            .into_iter()
+            .filter(|n| schema.contains(n))
+            .cloned()
+            .collect();
+        let df = reader
+            .with_columns(Some(wanted))
+            .finish()
+            .map_err(|e| file_err(path, e.to_string()))?;
+        self.read_frame(path, &df)
+    }
+
+    fn read_ndjson(&mut self, path: &Path) -> Result<(), FitError> {
+        let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+        let columns = self.options.columns.clone();
+        let names = columns.all();
+        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
+            let line = line.map_err(|e| file_err(path, e.to_string()))?;
+            if line.trim().is_empty() {
+                continue;
+            }
+            let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(&line) else {
+                self.rows += 1;
+                self.bad.add(path, index, "not a JSON object");
+                continue;
+            };
+            let cell = |name: &str| match obj.get(name) {
+                Some(serde_json::Value::String(s)) => Cell::Str(s.as_str()),
+                Some(serde_json::Value::Number(n)) => n.as_f64().map_or(Cell::Null, Cell::Num),
+                Some(serde_json::Value::Bool(b)) => Cell::Bool(*b),
+                _ => Cell::Null,
+            };
+            let cells = [
+                cell(names[0]),
+                cell(names[1]),
+                cell(names[2]),
+                cell(names[3]),
+                cell(names[4]),
+                cell(names[5]),
+                cell(names[6]),
+            ];
+            self.row(path, index, cells);
+        }
+        Ok(())
+    }
+}
+
+/// Checks that a log file's extension is one `fit` reads and `simulate` writes.
+pub fn log_kind(path: &Path) -> Result<(), FitError> {
+    kind(path).map(|_| ())
+}
+
+/// Which reader (and writer) a file needs, from its extension.
+pub(super) fn kind(path: &Path) -> Result<&'static str, FitError> {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "csv" => Ok("csv"),
+        "parquet" | "pq" => Ok("parquet"),
+        "ndjson" | "jsonl" | "json" => Ok("ndjson"),
+        _ => Err(file_err(
+            path,
+            "unknown log format; name the file .csv, .parquet or .ndjson (.jsonl)",
+        )),
+    }
+}

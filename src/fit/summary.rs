@@ -1,0 +1,165 @@
+//! The terminal text `idemcalc fit` prints: what was read, the fitted inputs with their
+//! intervals, and the late retries.
+
+use super::Fit;
+use super::estimate::{Estimate, SizeFit};
+use crate::format::{approx_duration, human_bytes, human_count, percent, significant};
+
+impl Fit {
+    /// The chart-free summary `idemcalc fit` prints.
+    pub fn summary(&self) -> String {
+        let mut out = self.summary_read();
+        out.push_str(&self.summary_inputs());
+        out.push_str(&self.summary_retries());
+        out
+    }
+
+    /// What was read, and the rows left out.
+    fn summary_read(&self) -> String {
+        let mut out = format!(
+            "Read {} rows from {}: {} keys, {} of arrivals, {} of log{}.\n",
+            human_count(self.rows as f64),
+            self.files.join(", "),
+            human_count(self.keys as f64),
+            approx_duration(self.arrival_span_s),
+            approx_duration(self.log_span_s),
+            if self.weighted { ", rows weighted" } else { "" }
+        );
+        if self.bad_rows.total > 0 {
+            out.push_str(&format!(
+                "Bad rows, left out: {}\n",
+                human_count(self.bad_rows.total as f64)
+            ));
+            for (reason, n) in &self.bad_rows.reasons {
+                out.push_str(&format!("  {n:>10}  {reason}\n"));
+            }
+            for e in &self.bad_rows.examples {
+                out.push_str(&format!("  e.g. {e}\n"));
+            }
+        } else {
+            out.push_str("Bad rows: none.\n");
+        }
+        out
+    }
+
+    /// Rate, busiest hour, fractions, callers and sizes, a line each.
+    fn summary_inputs(&self) -> String {
+        let mut out = format!(
+            "\nArrival rate        {}\n",
+            with_interval(&self.rate_per_s, &rate)
+        );
+        match self.peak_hour_rate_per_s {
+            Some(p) => out.push_str(&format!("Busiest hour        {}\n", rate(p))),
+            None => out.push_str("Busiest hour        - (needs a day of arrivals)\n"),
+        }
+        match &self.timeout_fraction {
+            Some(t) => out.push_str(&format!(
+                "Timeout fraction    {}\n",
+                with_interval(t, &percent)
+            )),
+            None => out.push_str("Timeout fraction    -\n"),
+        }
+        match &self.done_fraction {
+            Some(d) => out.push_str(&format!(
+                "Done fraction       {} (timed-out calls later answered by a replay)\n",
+                with_interval(d, &percent)
+            )),
+            None => out.push_str(
+                "Done fraction       - (needs a `replayed` column and timed-out calls answered later)\n",
+            ),
+        }
+        out.push_str(&format!(
+            "Callers             {}{}\n",
+            self.callers,
+            if self.top_callers.len() > 1 {
+                format!(
+                    " (largest: {})",
+                    self.top_callers
+                        .iter()
+                        .take(3)
+                        .map(|c| format!("{} {}", c.caller, percent(c.share)))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            } else {
+                String::new()
+            }
+        ));
+        out.push_str(&size_line("Key length", &self.key_bytes));
+        out.push_str(&size_line("Saved response", &self.response_bytes));
+        out
+    }
+
+    /// The late-retry CDF and the retries later than each retention, or why there are none.
+    fn summary_retries(&self) -> String {
+        if self.retries == 0 {
+            return "\nNo key repeats in this log: there are no retries to fit a late-retry distribution to,\nso the scenario keeps the seed's illustrative one.\n".to_string();
+        }
+        let mut out = format!(
+            "\nLate retries: {} later requests on {} keys; the latest {} after its first request.\n",
+            human_count(self.retries as f64),
+            human_count(self.retried_keys as f64),
+            approx_duration(self.latest_retry_s.unwrap_or(0.0))
+        );
+        out.push_str(&format!(
+            "Keys watched for at least {} count (the horizon this log supports).\n\n",
+            approx_duration(self.supported_horizon_s)
+        ));
+        out.push_str("  Time since the first request   Arrived\n");
+        for p in &self.retry_cdf {
+            out.push_str(&format!(
+                "  {:<30} {}\n",
+                p.delay,
+                with_interval(&p.arrived, &percent)
+            ));
+        }
+        if let Some(b) = &self.beyond_horizon {
+            out.push_str(&format!(
+                "  {:<30} {}\n",
+                format!("later than {}", approx_duration(self.supported_horizon_s)),
+                with_interval(b, &percent)
+            ));
+        }
+        if !self.retries_beyond.is_empty() {
+            out.push_str("\n  Retention   Retries later than it   Per day\n");
+            for b in &self.retries_beyond {
+                out.push_str(&format!(
+                    "  {:<11} {:>21} {:>9}\n",
+                    b.retention,
+                    human_count(b.retries),
+                    human_count(b.per_day)
+                ));
+            }
+        }
+        out
+    }
+}
+
+/// `value (95% low – high)`, each written by `f`.
+fn with_interval(e: &Estimate, f: &dyn Fn(f64) -> String) -> String {
+    format!(
+        "{} (95% {} – {})",
+        f(e.estimate),
+        f(e.ci95_low),
+        f(e.ci95_high)
+    )
+}
+
+/// A rate per second, four significant digits.
+fn rate(v: f64) -> String {
+    format!("{}/s", significant(v, 4))
+}
+
+fn size_line(name: &str, s: &Option<SizeFit>) -> String {
+    match s {
+        Some(s) => format!(
+            "{name:<20}mean {}, median {}, p99 {}, max {} ({} samples)\n",
+            human_bytes(s.mean_bytes),
+            human_bytes(s.median_bytes),
+            human_bytes(s.p99_bytes),
+            human_bytes(s.max_bytes),
+            human_count(s.samples as f64)
+        ),
+        None => format!("{name:<20}- (no sizes in the log)\n"),
+    }
+}
