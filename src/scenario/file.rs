@@ -6,12 +6,16 @@
 //! refused, and every error names the file, the line (and the column when the value is
 //! unreadable) and the dotted field, because a scenario directory is edited by hand.
 
+mod locate;
+
 use super::{Scenario, ScenarioError};
 use crate::duration;
 use crate::engine::DiePoint;
 use crate::settings::knobs::{self, KNOBS, Raw};
 use crate::settings::{Settings, SettingsError, Values};
 use crate::sim::timeline::{Timeline, TimelineRequest};
+use crate::traffic::RetrySpec;
+use locate::{field_at, line_col, locate, locate_key, missing_field, value_column};
 use serde::Deserialize;
 use std::path::Path;
 use std::time::Duration;
@@ -96,14 +100,65 @@ pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
 
 /// Parses and validates `text`; `path` names the file in errors.
 pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
-    let invalid = |line, column, field: String, message: String| ScenarioError::Invalid {
-        path: path.to_path_buf(),
-        line,
-        column,
-        field,
-        message,
+    let src = Source { path, text };
+    let file: FileToml = toml::from_str(text).map_err(|e| src.toml_error(&e))?;
+    let Given { raw, fitted } = raw_values(&src, &file)?;
+    let values = Values::check(raw.iter().cloned()).map_err(|e| src.settings_error(e))?;
+    let mut settings = Settings::from_values(&values).map_err(|e| src.settings_error(e))?;
+    settings.retry.fitted = fitted;
+    check_name(&src, &file.name)?;
+    let parts = Parts {
+        traffic: file.traffic.is_some(),
+        budgets: file.budgets.is_some(),
+        timeline: file.timeline.is_some(),
     };
-    let file: FileToml = toml::from_str(text).map_err(|e| {
+    let timeline = match file.timeline {
+        None => None,
+        Some(t) => Some(timeline(t).map_err(|(field, message)| src.fail(&field, message))?),
+    };
+    check_runnable(&src, &settings, parts)?;
+    Ok(Scenario {
+        name: file.name,
+        description: file.description,
+        budgets: parts.budgets.then(|| settings.budgets.clone()),
+        simulated: parts.traffic,
+        settings,
+        timeline,
+        given: raw,
+    })
+}
+
+/// The file being parsed, to turn a problem into an error naming its line and field.
+struct Source<'a> {
+    path: &'a Path,
+    text: &'a str,
+}
+
+impl Source<'_> {
+    fn invalid(
+        &self,
+        line: Option<usize>,
+        column: Option<usize>,
+        field: String,
+        message: String,
+    ) -> ScenarioError {
+        ScenarioError::Invalid {
+            path: self.path.to_path_buf(),
+            line,
+            column,
+            field,
+            message,
+        }
+    }
+
+    /// A problem with `field`, at the line that sets it (or its table's header).
+    fn fail(&self, field: &str, message: String) -> ScenarioError {
+        self.invalid(locate(self.text, field), None, field.to_string(), message)
+    }
+
+    /// The file is not TOML, or not the layout: a wrong type, an unknown section.
+    fn toml_error(&self, e: &toml::de::Error) -> ScenarioError {
+        let text = self.text;
         let (line, column, field) = match e.span() {
             Some(span) => {
                 let (line, column) = line_col(text, span.start);
@@ -118,13 +173,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         } else {
             field
         };
-        invalid(line, column, field, message)
-    })?;
-    // A field set in the file but unknown to the table.
-    let unknown = |field: String, known: Vec<&str>| {
-        let (line, column) = locate_key(text, &field).unzip();
+        self.invalid(line, column, field, message)
+    }
+
+    /// A field set in the file but unknown to the table.
+    fn unknown(&self, field: String, known: Vec<&str>) -> ScenarioError {
+        let (line, column) = locate_key(self.text, &field).unzip();
         let key = field.rsplit('.').next().unwrap_or(&field).to_string();
-        invalid(
+        self.invalid(
             line,
             column,
             field,
@@ -133,10 +189,33 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                 known.join(", ")
             ),
         )
-    };
+    }
+
+    /// A knob's value refused by the validator, at the knob's field (and the value's column
+    /// when it could not be read at all).
+    fn settings_error(&self, e: SettingsError) -> ScenarioError {
+        let k = knobs::knob(e.knob_name);
+        let field = e.field.or(k.field).unwrap_or(k.name).to_string();
+        let (line, column) = match locate_key(self.text, &field) {
+            Some((line, _)) if e.unreadable => (Some(line), value_column(self.text, line)),
+            Some((line, _)) => (Some(line), None),
+            None => (None, None),
+        };
+        self.invalid(line, column, field, e.message)
+    }
+}
+
+/// What a file sets: every knob as a raw value, in file order, and the fitted retry
+/// distribution (`[traffic] retry_delay`) if it has one.
+struct Given {
+    raw: Vec<(&'static str, Raw)>,
+    fitted: Option<RetrySpec>,
+}
+
+fn raw_values(src: &Source<'_>, file: &FileToml) -> Result<Given, ScenarioError> {
     let mut raw: Vec<(&'static str, Raw)> = Vec::new();
     // `[traffic] retry_delay`, what `idemcalc fit` writes: a structured table, not a knob.
-    let mut fitted: Option<crate::traffic::RetrySpec> = None;
+    let mut fitted: Option<RetrySpec> = None;
     if let Some(seed) = &file.seed {
         raw.push(("seed", raw_of(seed)));
     }
@@ -149,60 +228,14 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
     ];
     for (section, table) in sections {
         let Some(table) = table else { continue };
-        let prefix = format!("{section}.");
-        let known: Vec<&str> = KNOBS
-            .iter()
-            .filter_map(|k| k.field?.strip_prefix(&prefix))
-            .map(|rest| rest.split('.').next().unwrap_or(rest))
-            .collect::<std::collections::BTreeSet<_>>()
-            .into_iter()
-            .collect();
+        let known = section_fields(section);
         for (key, value) in table {
             let field = format!("{section}.{key}");
             if field == "traffic.retry_delay" {
-                let spec: crate::traffic::RetrySpec =
-                    value.clone().try_into().map_err(|e: toml::de::Error| {
-                        invalid(
-                            locate(text, &field),
-                            None,
-                            field.clone(),
-                            e.message().to_string(),
-                        )
-                    })?;
-                spec.to_retry_delay()
-                    .map_err(|e| invalid(locate(text, &field), None, field.clone(), e))?;
-                fitted = Some(spec);
+                fitted = Some(retry_delay(src, &field, value)?);
                 continue;
             }
-            // A table value (`latency = { median = .., p99 = .. }`, `rush = { .. }`) spreads
-            // over the knobs of its sub-fields; a plain one is one knob.
-            let entries: Vec<(String, &toml::Value)> = match value {
-                // A size distribution's table (`{ median = .., p99 = .. }`) is one knob.
-                toml::Value::Table(_)
-                    if KNOBS.iter().any(|k| {
-                        k.field == Some(field.as_str()) && k.kind == knobs::Kind::Size
-                    }) =>
-                {
-                    vec![(field.clone(), value)]
-                }
-                toml::Value::Table(inner) => {
-                    if section == "traffic" && key == "rush" && !inner.contains_key("rate") {
-                        let line = locate(text, &field);
-                        return Err(invalid(
-                            line,
-                            None,
-                            field,
-                            "a rush needs its `rate` (creates/s), e.g. { rate = 2000, start = \"16h\", duration = \"4h\" }".into(),
-                        ));
-                    }
-                    inner
-                        .iter()
-                        .map(|(k, v)| (format!("{field}.{k}"), v))
-                        .collect()
-                }
-                _ => vec![(field.clone(), value)],
-            };
-            for (f, v) in entries {
+            for (f, v) in knob_entries(src, section, key, &field, value)? {
                 match KNOBS.iter().find(|k| k.field == Some(f.as_str())) {
                     Some(k) => raw.push((k.name, raw_of(v))),
                     None => {
@@ -215,54 +248,114 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
                                 .filter_map(|k| k.field?.strip_prefix(parent.as_str()))
                                 .collect()
                         };
-                        return Err(unknown(f, known));
+                        return Err(src.unknown(f, known));
                     }
                 }
             }
         }
     }
-    let settings_error = |e: SettingsError| {
-        let k = knobs::knob(e.knob_name);
-        let field = e.field.or(k.field).unwrap_or(k.name).to_string();
-        let (line, column) = match locate_key(text, &field) {
-            Some((line, _)) if e.unreadable => (Some(line), value_column(text, line)),
-            Some((line, _)) => (Some(line), None),
-            None => (None, None),
-        };
-        invalid(line, column, field, e.message)
-    };
-    let values = Values::check(raw.iter().cloned()).map_err(settings_error)?;
-    let mut settings = Settings::from_values(&values).map_err(settings_error)?;
-    settings.retry.fitted = fitted;
+    Ok(Given { raw, fitted })
+}
 
-    let fail = |field: &str, message: String| {
-        invalid(locate(text, field), None, field.to_string(), message)
-    };
-    // The name becomes part of output file names (tables/<name>-series.csv), so it must not be
-    // able to climb out of the output directory.
-    let name_ok = !file.name.is_empty()
-        && !file.name.starts_with('.')
-        && file.name.len() <= 100
-        && file
-            .name
+/// The fields a section may set, sorted: `[carrier]` → `latency`, `price_usd`, `window`, …
+fn section_fields(section: &str) -> Vec<&'static str> {
+    let prefix = format!("{section}.");
+    KNOBS
+        .iter()
+        .filter_map(|k| k.field?.strip_prefix(&prefix))
+        .map(|rest| rest.split('.').next().unwrap_or(rest))
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .collect()
+}
+
+/// `[traffic] retry_delay`: a fitted distribution, read whole and checked as the run will use
+/// it.
+fn retry_delay(
+    src: &Source<'_>,
+    field: &str,
+    value: &toml::Value,
+) -> Result<RetrySpec, ScenarioError> {
+    let spec: RetrySpec = value
+        .clone()
+        .try_into()
+        .map_err(|e: toml::de::Error| src.fail(field, e.message().to_string()))?;
+    spec.to_retry_delay().map_err(|e| src.fail(field, e))?;
+    Ok(spec)
+}
+
+/// The knob fields one `key = value` of a section sets. A table value (`latency = { median =
+/// .., p99 = .. }`, `rush = { .. }`) spreads over the knobs of its sub-fields; a plain one is
+/// one knob.
+fn knob_entries<'v>(
+    src: &Source<'_>,
+    section: &str,
+    key: &str,
+    field: &str,
+    value: &'v toml::Value,
+) -> Result<Vec<(String, &'v toml::Value)>, ScenarioError> {
+    Ok(match value {
+        // A size distribution's table (`{ median = .., p99 = .. }`) is one knob.
+        toml::Value::Table(_)
+            if KNOBS
+                .iter()
+                .any(|k| k.field == Some(field) && k.kind == knobs::Kind::Size) =>
+        {
+            vec![(field.to_string(), value)]
+        }
+        toml::Value::Table(inner) => {
+            if section == "traffic" && key == "rush" && !inner.contains_key("rate") {
+                return Err(src.fail(
+                    field,
+                    "a rush needs its `rate` (creates/s), e.g. { rate = 2000, start = \"16h\", duration = \"4h\" }".into(),
+                ));
+            }
+            inner
+                .iter()
+                .map(|(k, v)| (format!("{field}.{k}"), v))
+                .collect()
+        }
+        _ => vec![(field.to_string(), value)],
+    })
+}
+
+/// The name becomes part of output file names (tables/<name>-series.csv), so it must not be
+/// able to climb out of the output directory.
+fn check_name(src: &Source<'_>, name: &str) -> Result<(), ScenarioError> {
+    let name_ok = !name.is_empty()
+        && !name.starts_with('.')
+        && name.len() <= 100
+        && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
     if !name_ok {
-        return Err(fail(
+        return Err(src.fail(
             "name",
             format!(
-                "{:?}: use up to 100 letters, digits, '-', '_' or '.', not starting with '.' (it names output files)",
-                file.name
+                "{name:?}: use up to 100 letters, digits, '-', '_' or '.', not starting with '.' (it names output files)"
             ),
         ));
     }
-    let timeline = match file.timeline {
-        None => None,
-        Some(t) => Some(timeline(t).map_err(|(field, message)| fail(&field, message))?),
-    };
-    let has_traffic = file.traffic.is_some();
-    if file.budgets.is_some() && !has_traffic {
-        return Err(fail(
+    Ok(())
+}
+
+/// Which sections a file has.
+#[derive(Debug, Clone, Copy)]
+struct Parts {
+    traffic: bool,
+    budgets: bool,
+    timeline: bool,
+}
+
+/// The file has something to run, and budgets that can be checked: budgets need simulated
+/// traffic, and a store budget a run long enough to reach its steady state.
+fn check_runnable(
+    src: &Source<'_>,
+    settings: &Settings,
+    parts: Parts,
+) -> Result<(), ScenarioError> {
+    if parts.budgets && !parts.traffic {
+        return Err(src.fail(
             "budgets",
             "budgets apply to simulated figures; add a [traffic] section".into(),
         ));
@@ -272,7 +365,7 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
         for cfg in settings.sim_configs() {
             let steady_from = cfg.retention_s() + cfg.sweep_period_s;
             if cfg.arrival_s() <= steady_from {
-                return Err(fail(
+                return Err(src.fail(
                     "budgets.max_store_gb",
                     format!(
                         "the store is measured in its steady state, after one retention ({}) and a sweep; traffic.duration ({}) must be longer",
@@ -283,21 +376,13 @@ pub fn parse(path: &Path, text: &str) -> Result<Scenario, ScenarioError> {
             }
         }
     }
-    if timeline.is_none() && !has_traffic {
-        return Err(fail(
+    if !parts.timeline && !parts.traffic {
+        return Err(src.fail(
             "traffic",
             "nothing to run: add a [traffic] section (simulated) or a [timeline] (scripted)".into(),
         ));
     }
-    Ok(Scenario {
-        name: file.name,
-        description: file.description,
-        budgets: (file.budgets.is_some()).then(|| settings.budgets.clone()),
-        simulated: has_traffic,
-        settings,
-        timeline,
-        given: raw,
-    })
+    Ok(())
 }
 
 /// The timeline with every body resolved to the JSON text a client would send.
@@ -342,137 +427,4 @@ fn timeline(t: TimelineToml) -> Result<Timeline, (String, String)> {
 /// Converts a TOML body to the JSON text a client would send.
 fn body_text(v: &toml::Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
-}
-
-/// The 1-based column of the value on `line` (after its `=`), where an unreadable value is.
-fn value_column(text: &str, line: usize) -> Option<usize> {
-    let l = text.lines().nth(line.checked_sub(1)?)?;
-    let eq = l.find('=')?;
-    let after = &l[eq + 1..];
-    let pad = after.len() - after.trim_start().len();
-    Some(l[..eq + 1 + pad].chars().count() + 1)
-}
-
-/// Like [`locate`], with the column where the key starts.
-fn locate_key(text: &str, field: &str) -> Option<(usize, usize)> {
-    let line = locate(text, field)?;
-    let l = text.lines().nth(line - 1)?;
-    Some((line, l.chars().count() - l.trim_start().chars().count() + 1))
-}
-/// 1-based line and column of byte `offset` in `text`.
-fn line_col(text: &str, offset: usize) -> (usize, usize) {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let before = &text[..offset];
-    let line = before.matches('\n').count() + 1;
-    let column = before
-        .rfind('\n')
-        .map_or(before.chars().count(), |i| before[i + 1..].chars().count())
-        + 1;
-    (line, column)
-}
-
-/// The table a line belongs to, if the line is a `[table]` or `[[table]]` header.
-fn header(line: &str) -> Option<&str> {
-    let t = line.trim();
-    let t = t.split('#').next().unwrap_or("").trim();
-    if let Some(inner) = t.strip_prefix("[[").and_then(|s| s.strip_suffix("]]")) {
-        return Some(inner.trim());
-    }
-    t.strip_prefix('[')
-        .and_then(|s| s.strip_suffix(']'))
-        .map(str::trim)
-}
-
-/// The key a `key = value` line sets.
-fn key_of(line: &str) -> Option<&str> {
-    let t = line.trim();
-    if t.starts_with('#') || t.starts_with('[') {
-        return None;
-    }
-    let (key, _) = t.split_once('=')?;
-    Some(key.trim().trim_matches('"'))
-}
-
-/// The dotted field at byte `offset`: the enclosing table plus the key of that line.
-fn field_at(text: &str, offset: usize) -> String {
-    let mut offset = offset.min(text.len());
-    while !text.is_char_boundary(offset) {
-        offset -= 1;
-    }
-    let line_start = text[..offset].rfind('\n').map_or(0, |i| i + 1);
-    let line_end = text[offset..].find('\n').map_or(text.len(), |i| offset + i);
-    let line = &text[line_start..line_end];
-    if let Some(h) = header(line) {
-        return h.to_string();
-    }
-    let table = text[..line_start].lines().rev().find_map(header);
-    // For an inline table (`rush = { rate = -1 }`) name the key nearest before the offset.
-    let in_line = &text[line_start..offset];
-    let key = match key_of(line) {
-        Some(outer) => {
-            let inner = in_line
-                .rsplit(['{', ','])
-                .next()
-                .and_then(key_of)
-                .filter(|k| *k != outer);
-            match inner {
-                Some(k) if in_line.contains('{') => format!("{outer}.{k}"),
-                _ => outer.to_string(),
-            }
-        }
-        None => in_line.split_whitespace().next().unwrap_or("").to_string(),
-    };
-    match table {
-        Some(t) if !key.is_empty() => format!("{t}.{key}"),
-        Some(t) => t.to_string(),
-        None => key,
-    }
-}
-
-/// "missing field `name`" → `name`.
-fn missing_field(message: &str) -> Option<String> {
-    let rest = message.split("missing field `").nth(1)?;
-    Some(rest.split('`').next()?.to_string())
-}
-
-/// The 1-based line where the dotted `field` is set, or its table's header, or none.
-/// `timeline.request[2].body` finds the third `[[timeline.request]]`.
-fn locate(text: &str, field: &str) -> Option<usize> {
-    let parts: Vec<&str> = field.split('.').collect();
-    // Longest prefix first: the key itself, then its table.
-    for n in (1..=parts.len()).rev() {
-        let (table_parts, key) = parts[..n].split_at(n - 1);
-        let key = key[0];
-        let (key, index) = match key.split_once('[') {
-            Some((k, i)) => (k, i.trim_end_matches(']').parse::<usize>().ok()),
-            None => (key, None),
-        };
-        let table = table_parts.join(".");
-        let mut current = String::new();
-        let mut seen = 0usize;
-        for (i, line) in text.lines().enumerate() {
-            if let Some(h) = header(line) {
-                current = h.to_string();
-                let full = if table.is_empty() {
-                    key.to_string()
-                } else {
-                    format!("{table}.{key}")
-                };
-                if h == full {
-                    if index.is_none_or(|want| want == seen) {
-                        return Some(i + 1);
-                    }
-                    seen += 1;
-                }
-                continue;
-            }
-            if current == table && key_of(line) == Some(key) {
-                return Some(i + 1);
-            }
-        }
-    }
-    None
 }
