@@ -13,7 +13,7 @@ use crate::duration;
 use crate::engine::DiePoint;
 use crate::settings::knobs::{self, KNOBS, Raw};
 use crate::settings::{Settings, SettingsError, Values};
-use crate::sim::timeline::{Timeline, TimelineRequest};
+use crate::sim::timeline::{Timeline, TimelineRequest, TimelineSweep};
 use crate::traffic::RetrySpec;
 use locate::{field_at, line_col, locate, locate_key, missing_field, value_column};
 use serde::Deserialize;
@@ -46,6 +46,17 @@ struct TimelineToml {
     body: Option<toml::Value>,
     #[serde(rename = "request")]
     requests: Vec<RequestToml>,
+    #[serde(default, rename = "sweep")]
+    sweeps: Vec<SweepToml>,
+}
+
+/// `[[timeline.sweep]]`: the engine's sweeper at a virtual time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SweepToml {
+    #[serde(with = "duration::serde_str")]
+    at: Duration,
+    batch: Option<u32>,
 }
 
 fn default_network() -> Duration {
@@ -417,10 +428,24 @@ fn timeline(t: TimelineToml) -> Result<Timeline, (String, String)> {
             die: r.die,
         });
     }
+    let mut sweeps = Vec::new();
+    for (i, s) in t.sweeps.into_iter().enumerate() {
+        let batch = s
+            .batch
+            .unwrap_or_else(|| crate::sim::replay::SimConfig::default().sweep_batch);
+        if batch == 0 {
+            return Err((
+                format!("timeline.sweep[{i}].batch"),
+                "must be at least 1".into(),
+            ));
+        }
+        sweeps.push(TimelineSweep { at: s.at, batch });
+    }
     Ok(Timeline {
         network: t.network,
         processing: t.processing,
         requests,
+        sweeps,
     })
 }
 

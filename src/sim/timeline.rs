@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A scripted timeline: requests sent at fixed virtual times.
+/// A scripted timeline: requests sent, and sweeps run, at fixed virtual times.
 #[derive(Debug, Clone, Serialize)]
 pub struct Timeline {
     /// One-way network delay.
@@ -24,6 +24,25 @@ pub struct Timeline {
     #[serde(with = "crate::duration::serde_str")]
     pub processing: Duration,
     pub requests: Vec<TimelineRequest>,
+    /// The engine's sweeper, run at these times: the seed's last transition ("Purged: row
+    /// deleted; a repeat after this is treated as brand new") needs one.
+    pub sweeps: Vec<TimelineSweep>,
+}
+
+/// One run of the sweeper: every expired record, in batches of `batch`.
+#[derive(Debug, Clone, Serialize)]
+pub struct TimelineSweep {
+    #[serde(with = "crate::duration::serde_str")]
+    pub at: Duration,
+    pub batch: u32,
+}
+
+/// What a sweep purged.
+#[derive(Debug, Clone, Serialize)]
+pub struct SweepResult {
+    pub at_s: f64,
+    /// The purged records as (caller column, key).
+    pub purged: Vec<(String, String)>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -81,6 +100,7 @@ pub struct TimelineReport {
     pub carrier_purchases: Vec<InvoiceLine>,
     pub carrier_replays: u64,
     pub events: Vec<TimelineEvent>,
+    pub sweeps: Vec<SweepResult>,
     pub invariants: Invariants,
 }
 
@@ -121,8 +141,21 @@ pub fn run(
     let lease_ms = engine.config().lease_ms;
     let mut flow = Flow::new(engine, clock);
     let lanes = send_all(&mut flow, timeline);
+    for s in &timeline.sweeps {
+        flow.sweep_at(crate::duration::ms(s.at), s.batch, u32::MAX);
+    }
     let mut observed = Vec::new();
     while flow.step(&mut observed)? {}
+    let sweeps = observed
+        .iter()
+        .filter_map(|o| match o {
+            Observed::Swept { at_ms, purged } => Some(SweepResult {
+                at_s: secs(*at_ms),
+                purged: purged.clone(),
+            }),
+            _ => None,
+        })
+        .collect();
     let (events, responses) = draw(timeline, &lanes, lease_ms, &observed);
     let tracking_no = responses.iter().rev().find_map(|r| r.tracking_no.clone());
     let engine = flow.engine();
@@ -137,6 +170,7 @@ pub fn run(
         carrier_purchases: carrier.ledger(),
         carrier_replays: carrier.stats().replays,
         events,
+        sweeps,
         invariants,
     })
 }
@@ -248,6 +282,17 @@ impl Drawing<'_> {
                 at_ms,
                 response,
             } => self.replied(*id, *sent_ms, *at_ms, response),
+            Observed::Swept { at_ms, purged } => self.events.push(TimelineEvent {
+                lane: "Sweeper".into(),
+                start_s: secs(*at_ms),
+                end_s: None,
+                kind: "sweep",
+                text: match purged.len() {
+                    0 => "sweep: nothing expired".to_string(),
+                    1 => format!("sweep: purged {}", purged[0].1),
+                    n => format!("sweep: purged {n} records"),
+                },
+            }),
             _ => {}
         }
     }
