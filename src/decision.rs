@@ -86,9 +86,20 @@ pub struct Choice {
     /// Every copy together (`replicas` × one copy), bytes.
     pub store_bytes_all_replicas: f64,
     pub late_after_purge_per_day: f64,
+    /// Of those, the ones after the carrier's window too: its derived key no longer catches
+    /// them, and those that had already run become duplicates.
+    pub late_after_both_windows_per_day: f64,
+    /// What the duplicates budget is checked on: the run's measurement at this retention when
+    /// its interval rules out the model's figure, the model's figure otherwise.
     pub duplicate_labels_per_day: f64,
+    /// The run's measurement at this retention, when there is one.
+    pub duplicates_measured: Option<Measurement>,
+    /// The model's figure, beside the measurement.
+    pub model_duplicate_labels_per_day: f64,
     pub storage_cost_per_day: f64,
     pub total_cost_per_day: f64,
+    /// The daily cost at the ends of the bytes-per-record interval, when one was given.
+    pub total_cost_per_day_ci95: Option<[f64; 2]>,
     pub meets_duplicates: bool,
     pub meets_store: bool,
     pub meets_cost: bool,
@@ -131,16 +142,56 @@ pub struct Recommendation {
     pub candidates: Vec<Choice>,
 }
 
+/// A measured figure with its 95 % interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Measurement {
+    pub estimate: f64,
+    pub ci95_low: f64,
+    pub ci95_high: f64,
+}
+
+impl Measurement {
+    /// Whether `value` lies inside the interval.
+    pub fn covers(&self, value: f64) -> bool {
+        self.ci95_low <= value && value <= self.ci95_high
+    }
+}
+
+/// First-attempt timeouts a run measured, beside the model's figure at the asked share.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredTimeouts {
+    pub per_day: Measurement,
+    pub modelled_per_day: f64,
+}
+
+/// Real duplicate labels a run measured at one retention.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct MeasuredDuplicates {
+    pub retention_s: f64,
+    pub per_day: Measurement,
+}
+
 /// What [`decide`] is given besides the model's inputs.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DecisionInputs {
     pub targets: Targets,
-    /// 95 % interval of a measured bytes per record; the store budget is checked at its top.
+    /// 95 % interval of a measured bytes per record; the store and cost budgets are checked at
+    /// its top.
     pub bytes_per_record_ci95: Option<[f64; 2]>,
     pub evidence: Option<RetryEvidence>,
     /// Count on the carrier's window (the model's "real duplicates"): a late retry the carrier
     /// still recognises buys nothing. `false` asks for a retention that holds on our keys alone.
     pub count_carrier_window: bool,
+    /// Duplicates a simulation measured (counted on the carrier's window, as the simulated
+    /// carrier does): at those retentions a measurement that rules out the model's figure
+    /// decides instead of it, since the model cannot see all the run saw (retries that time out
+    /// again, leases, crashes).
+    pub measured_duplicates: Vec<MeasuredDuplicates>,
+    /// When it rules out the model's timed-out calls, the measured share replaces the asked
+    /// one: a slow carrier times out far more calls than `--timeout-fraction` says, and the
+    /// decision must describe the system the run simulated. Inside the interval the asked share
+    /// stands, the same figure without the sampling noise.
+    pub measured_timeouts: Option<MeasuredTimeouts>,
 }
 
 impl Default for DecisionInputs {
@@ -150,6 +201,8 @@ impl Default for DecisionInputs {
             bytes_per_record_ci95: None,
             evidence: None,
             count_carrier_window: true,
+            measured_duplicates: Vec::new(),
+            measured_timeouts: None,
         }
     }
 }
@@ -189,16 +242,39 @@ fn choice(
         )
     };
     let v = at(params.bytes_per_record)?;
-    let (store_bytes_ci95, high) = match inputs.bytes_per_record_ci95 {
-        Some([low, high]) => {
-            let lo = at(low)?;
-            let hi = at(high)?;
-            (Some([lo.store_bytes, hi.store_bytes]), Some(hi))
-        }
-        None => (None, None),
+    let measured = inputs
+        .measured_duplicates
+        .iter()
+        .filter(|_| inputs.count_carrier_window)
+        .find(|m| (m.retention_s - retention_s).abs() < 1e-6)
+        .map(|m| m.per_day);
+    // The measurement decides where it rules the model out; inside its interval the model's
+    // figure is the same quantity without the sampling noise.
+    let overrides = measured.filter(|m| !m.covers(v.duplicate_labels_per_day));
+    // The daily cost with the duplicates the decision goes by.
+    let total = |f: &model::Figures| match overrides {
+        Some(m) => f.storage_cost_per_day + m.estimate * params.label_price_usd,
+        None => f.total_cost_per_day,
     };
-    // Budgets are checked at the top of the interval: a recommendation must hold for the
-    // record size the measurement cannot rule out.
+    let (store_bytes_ci95, total_cost_per_day_ci95, worst_total, high) =
+        match inputs.bytes_per_record_ci95 {
+            Some([low, high]) => {
+                let lo = at(low)?;
+                let hi = at(high)?;
+                (
+                    Some([lo.store_bytes, hi.store_bytes]),
+                    Some([total(&lo), total(&hi)]),
+                    total(&hi),
+                    Some(hi),
+                )
+            }
+            None => (None, None, total(&v), None),
+        };
+    let duplicates = overrides.map_or(v.duplicate_labels_per_day, |m| m.estimate);
+    // One rule for every budget that depends on the record's size (the store, and the cost
+    // through storage): it is checked at the top of the bytes-per-record interval, so a
+    // recommended retention holds for any record size the measurement cannot rule out, as a
+    // budget verdict of "holds" does.
     let worst = high.as_ref().unwrap_or(&v);
     let t = &inputs.targets;
     Ok(Choice {
@@ -208,16 +284,18 @@ fn choice(
         store_bytes_ci95,
         store_bytes_all_replicas: v.store_bytes * params.replicas,
         late_after_purge_per_day: v.late_after_purge_per_day,
-        duplicate_labels_per_day: v.duplicate_labels_per_day,
+        late_after_both_windows_per_day: v.late_after_both_windows_per_day,
+        duplicate_labels_per_day: duplicates,
+        duplicates_measured: measured,
+        model_duplicate_labels_per_day: v.duplicate_labels_per_day,
         storage_cost_per_day: v.storage_cost_per_day,
-        total_cost_per_day: v.total_cost_per_day,
-        meets_duplicates: v.duplicate_labels_per_day <= t.max_duplicates_per_day,
+        total_cost_per_day: total(&v),
+        total_cost_per_day_ci95,
+        meets_duplicates: duplicates <= t.max_duplicates_per_day,
         meets_store: t
             .max_store_gb
             .is_none_or(|gb| worst.store_bytes <= gb * 1e9),
-        meets_cost: t
-            .max_cost_per_day
-            .is_none_or(|usd| worst.total_cost_per_day <= usd),
+        meets_cost: t.max_cost_per_day.is_none_or(|usd| worst_total <= usd),
         relies_on_carrier_window: retention_s < carrier_window_s,
     })
 }
@@ -230,6 +308,8 @@ pub fn decide(
     inputs: &DecisionInputs,
 ) -> Result<Recommendation, FormulaError> {
     let horizon_s = dist.max_horizon_s();
+    let (measured_params, timeouts_note) = measured_timeout_share(params, inputs);
+    let params = &measured_params;
     let candidates = candidates_s(params, horizon_s)
         .into_iter()
         .map(|r| choice(params, dist, inputs, r))
@@ -270,7 +350,61 @@ pub fn decide(
         candidates,
     };
     rec.notes = notes(&rec, params);
+    rec.notes.extend(timeouts_note);
+    rec.notes.extend(model_disagreements(&rec));
     Ok(rec)
+}
+
+/// `params` at the measured timeout share when the measurement rules out the asked one (see
+/// [`DecisionInputs::measured_timeouts`]), with the sentence that says so.
+fn measured_timeout_share(
+    params: &ModelParams,
+    inputs: &DecisionInputs,
+) -> (ModelParams, Option<String>) {
+    let Some(m) = inputs.measured_timeouts else {
+        return (*params, None);
+    };
+    if m.per_day.covers(m.modelled_per_day) || m.modelled_per_day <= 0.0 {
+        return (*params, None);
+    }
+    let share = (params.timeout_fraction * m.per_day.estimate / m.modelled_per_day).min(1.0);
+    let note = format!(
+        "The run measured {} timed-out calls (95 % {}) against the model's {} at a timeout share of {}: the decision uses the measured share, {}.",
+        per_day(m.per_day.estimate),
+        crate::format::interval(m.per_day.ci95_low, m.per_day.ci95_high, per_day),
+        per_day(m.modelled_per_day),
+        crate::format::percent(params.timeout_fraction),
+        crate::format::percent(share),
+    );
+    (
+        ModelParams {
+            timeout_fraction: share,
+            ..*params
+        },
+        Some(note),
+    )
+}
+
+/// Where a run's duplicates rule out the model's figure (at the measured timeout share): the
+/// measurement decided there, and the reader should know the model is off for this system at
+/// the retentions the run did not simulate.
+fn model_disagreements(rec: &Recommendation) -> Vec<String> {
+    rec.candidates
+        .iter()
+        .filter_map(|c| {
+            let m = c.duplicates_measured?;
+            let modelled = c.model_duplicate_labels_per_day;
+            (!m.covers(modelled)).then(|| {
+                format!(
+                    "At {} the run measured {} real duplicates (95 % {}) where the model gives {}: the decision goes by the measurement there, and the model's figures at other retentions are off by as much.",
+                    c.retention,
+                    per_day(m.estimate),
+                    crate::format::interval(m.ci95_low, m.ci95_high, per_day),
+                    per_day(modelled),
+                )
+            })
+        })
+        .collect()
 }
 
 /// `17.7 GB (2 copies: 35.4 GB)`, with the interval when there is one.
@@ -304,6 +438,61 @@ fn targets_text(t: &Targets) -> String {
     parts.join(", ")
 }
 
+/// What a retention shorter than the carrier's window leans on: the late retries after our
+/// purge that still come within the carrier's window are caught by its derived key; those
+/// after it are not, and the ones that had already run are the duplicates counted.
+fn carrier_window_note(c: &Choice, carrier_window_s: f64) -> String {
+    let caught = (c.late_after_purge_per_day - c.late_after_both_windows_per_day).max(0.0);
+    format!(
+        "It is shorter than the carrier's {} window: of the {} late retries after our purge, {} come within the carrier's window and are caught by its derived key, not by ours; {} come after it too, and those that had already run are the {} real duplicates above. If the carrier forgets sooner, more become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
+        human_duration(carrier_window_s),
+        per_day(c.late_after_purge_per_day),
+        per_day(caught),
+        per_day(c.late_after_both_windows_per_day),
+        per_day(c.duplicate_labels_per_day),
+    )
+}
+
+/// Why no retention is recommended: the first one under the duplicates target breaks a
+/// budget, or none is under it at all.
+fn why_none(rec: &Recommendation) -> String {
+    let t = &rec.targets;
+    let Some(c) = rec.candidates.iter().find(|c| c.meets_duplicates) else {
+        let last = rec.candidates.last().unwrap_or(&rec.cheapest);
+        return format!(
+            "Why: even at {}, the longest retention tried, {} real duplicates remain, above the target of {}.",
+            last.retention,
+            per_day(last.duplicate_labels_per_day),
+            per_day(t.max_duplicates_per_day),
+        );
+    };
+    let mut broken = Vec::new();
+    if !c.meets_store {
+        let top = c.store_bytes_ci95.map_or(c.store_bytes, |[_, high]| high);
+        broken.push(format!(
+            "a store of {} against the budget of {}",
+            human_bytes(top),
+            human_bytes(t.max_store_gb.unwrap_or(0.0) * 1e9),
+        ));
+    }
+    if !c.meets_cost {
+        let top = c
+            .total_cost_per_day_ci95
+            .map_or(c.total_cost_per_day, |[_, high]| high);
+        broken.push(format!(
+            "{}/day against the budget of {}/day",
+            usd(top),
+            usd(t.max_cost_per_day.unwrap_or(0.0)),
+        ));
+    }
+    format!(
+        "Why: the shortest retention under the duplicates target is {} ({} real duplicates), and it needs {}.",
+        c.retention,
+        per_day(c.duplicate_labels_per_day),
+        broken.join(" and "),
+    )
+}
+
 fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
     let mut out = Vec::new();
     let replicas = rec.replicas;
@@ -323,11 +512,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
                 usd(c.total_cost_per_day),
             ));
             if c.relies_on_carrier_window {
-                out.push(format!(
-                    "It is shorter than the carrier's {} window: the {} late retries after our purge are caught by the carrier's derived key, not by ours. If the carrier forgets sooner, they become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
-                    human_duration(params.carrier_window_s),
-                    per_day(c.late_after_purge_per_day),
-                ));
+                out.push(carrier_window_note(c, params.carrier_window_s));
             }
             if c.retention_s >= rec.horizon_s {
                 out.push(format!(
@@ -348,6 +533,9 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             "No retention up to the horizon meets {}, and none fits the store and cost budgets at all.",
             targets_text(&rec.targets)
         )),
+    }
+    if rec.recommended.is_none() {
+        out.push(why_none(rec));
     }
     let o = &rec.cheapest;
     out.push(format!(

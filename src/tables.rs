@@ -76,6 +76,7 @@ pub fn figures(r: &SimReport) -> Result<DataFrame, PolarsError> {
         ("store_records_steady", r.store_records_steady),
         ("store_bytes_steady", r.store_bytes_steady),
         ("timed_out_per_day", r.timed_out_per_day),
+        ("timed_out_attempts_per_day", r.timed_out_attempts_per_day),
         ("late_after_purge_per_day", r.late_after_purge_per_day),
         ("duplicate_labels_per_day", r.duplicate_labels_per_day),
         ("duplicate_cost_per_day", r.duplicate_cost_per_day),

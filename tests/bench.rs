@@ -193,7 +193,7 @@ fn a_failed_statement_undoes_its_logical_tx_and_leaves_the_batch() {
         tracking_no: "GRD000000001".into(),
         cost_cents: 600,
         created_by_key: "a".into(),
-        caller_id: String::new(),
+        order_space: String::new(),
     };
     {
         let mut tx = store.begin().unwrap();

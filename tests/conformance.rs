@@ -8,7 +8,7 @@ use common::{BODY, Backend, Harness, KEY, OTHER_BODY};
 use idemcalc::carrier::CarrierResult;
 use idemcalc::clock::VIRTUAL_EPOCH_MS;
 use idemcalc::engine::{
-    Begun, DiePoint, EngineConfig, Finished, KeyScope, Outcome, Request, Response,
+    Begun, DiePoint, EngineConfig, Finished, KeyScope, OrderSpace, Outcome, Request, Response,
 };
 use idemcalc::store::KeyState;
 
@@ -423,6 +423,57 @@ fn caller_scoping(b: Backend) {
     assert!(collided.replayed, "tenant-b gets tenant-a's saved response");
 }
 
+/// The seed's second line of defence, `UNIQUE (order_id, parcel_no)` on labels, across callers
+/// that share an order space (its Fulfilment and Returns): a second caller asking for the same
+/// parcel, under its own key, gets the parcel's existing label. With per-tenant order spaces the
+/// same order id is another tenant's parcel, and gets its own label.
+fn order_space_decides_one_label_per_parcel(b: Backend) {
+    let label_id = |r: &Response| -> String {
+        let v: serde_json::Value = serde_json::from_str(&r.body).unwrap();
+        v["label_id"].as_str().unwrap().to_string()
+    };
+    let mut h = Harness::new(b);
+    let first = h
+        .engine
+        .handle(&Request::create_label("fulfilment", Some(KEY), BODY))
+        .unwrap();
+    let second = h
+        .engine
+        .handle(&Request::create_label("returns", Some(KEY), BODY))
+        .unwrap();
+    assert_eq!((first.status, first.outcome), (201, Outcome::Created));
+    assert_eq!(second.status, 201);
+    assert_eq!(
+        label_id(&second),
+        label_id(&first),
+        "the parcel's existing label"
+    );
+    assert_eq!(h.engine.store().count_labels().unwrap(), 1);
+    h.assert_invariants();
+
+    let config = EngineConfig {
+        order_space: OrderSpace::PerTenant,
+        ..EngineConfig::default()
+    };
+    let mut t = Harness::with_config(h.backend.fresh(), config);
+    let a = t
+        .engine
+        .handle(&Request::create_label("tenant-a", Some(KEY), BODY))
+        .unwrap();
+    let b = t
+        .engine
+        .handle(&Request::create_label("tenant-b", Some(KEY), BODY))
+        .unwrap();
+    assert_eq!((a.status, b.status), (201, 201));
+    assert_ne!(
+        label_id(&a),
+        label_id(&b),
+        "two tenants' order 918273 are two parcels"
+    );
+    assert_eq!(t.engine.store().count_labels().unwrap(), 2);
+    t.assert_invariants();
+}
+
 /// A key lives until its expiry and no longer; a sweep deletes in batches of the batch size.
 fn sweeper_batches(b: Backend) {
     let mut h = Harness::new(b);
@@ -590,6 +641,7 @@ conformance!([sqlite, postgres] {
     concurrent_same_key,
     slow_attempt_that_lost_its_lease_writes_nothing,
     caller_scoping,
+    order_space_decides_one_label_per_parcel,
     sweeper_batches,
     crash_after_carrier_is_recovered_by_takeover,
     crash_inside_txn2_writes_nothing,
@@ -621,6 +673,7 @@ conformance!([postgres_partitions] {
     concurrent_same_key,
     slow_attempt_that_lost_its_lease_writes_nothing,
     caller_scoping,
+    order_space_decides_one_label_per_parcel,
     crash_after_carrier_is_recovered_by_takeover,
     crash_inside_txn2_writes_nothing,
     bad_keys_touch_nothing,
@@ -653,6 +706,7 @@ conformance!([redis] {
     lease_takeover_timeline,
     slow_attempt_that_lost_its_lease_writes_nothing,
     caller_scoping,
+    order_space_decides_one_label_per_parcel,
     sweeper_batches,
     crash_after_carrier_is_recovered_by_takeover,
     bad_keys_touch_nothing,

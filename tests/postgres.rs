@@ -149,7 +149,7 @@ fn completion_parts(a: &Attempt, now_ms: Millis) -> (LabelRow, String, Millis) {
         tracking_no: "GRD000918273".into(),
         cost_cents: 600,
         created_by_key: a.idem_key.clone(),
-        caller_id: a.caller_id.clone(),
+        order_space: a.order_space.clone(),
     };
     let body = format!(
         r#"{{"cost_cents":600,"label_id":"L-hand","label_version":{},"order_id":{},"parcel_no":{},"tracking_no":"GRD000918273"}}"#,
@@ -598,7 +598,7 @@ fn the_store_touches_only_its_schema() {
             "idempotency_keys_pkey:i",
             "labels:r",
             "labels_label_seq_seq:S",
-            "labels_parcel_version:i",
+            "labels_order_parcel_version:i",
             "labels_pkey:i",
             "schema_version:r",
             "schema_version_pkey:i",

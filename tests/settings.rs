@@ -132,6 +132,7 @@ const AS_FLAGS: &[(&str, &[&str])] = &[
             "--seed=13",
             "--retention=24h",
             "--key-scope=global",
+            "--order-space=per-tenant",
             "--rate=400",
             "--callers=2",
             "--target=4000",

@@ -5,7 +5,8 @@
 use idemcalc::carrier::{Carrier, CarrierConfig, Latency};
 use idemcalc::clock::VirtualClock;
 use idemcalc::engine::{
-    CarrierKey, DiePoint, Engine, EngineConfig, KeyScope, Outcome, RecordPlacement, Request,
+    CarrierKey, DiePoint, Engine, EngineConfig, KeyScope, OrderSpace, Outcome, RecordPlacement,
+    Request,
 };
 use idemcalc::model::{self, ModelParams};
 use idemcalc::run::{self, JobPlan, Plan};
@@ -89,6 +90,7 @@ fn run_with_model(cfg: &SimConfig, replicates: u32) -> SimReport {
             params,
             model: model::estimate(&params, &retry),
             sweeper: Sweeper::Delete,
+            notes: Vec::new(),
         }],
         retry,
     };
@@ -242,15 +244,21 @@ fn retention_shorter_than_the_retry_horizon_shows_purged_keys() {
 
 #[test]
 fn global_keys_hand_one_callers_response_to_another() {
+    // Two tenants that number their own orders: their order ids collide.
     let mut cfg = SimConfig {
         callers: 2,
         ..small()
     };
+    cfg.engine.order_space = OrderSpace::PerTenant;
     let per_caller = run(&cfg, 1);
     assert_eq!(per_caller.detection.cross_caller_replays_per_day, 0.0);
     cfg.engine.key_scope = KeyScope::Global;
     let global = run(&cfg, 1);
     assert!(global.detection.cross_caller_replays_per_day > 1_000_000.0);
+    // Callers of one order space (the seed's) never send one key for two parcels.
+    cfg.engine.order_space = OrderSpace::Shared;
+    let shared = run(&cfg, 1);
+    assert_eq!(shared.detection.cross_caller_replays_per_day, 0.0);
 }
 
 #[test]
@@ -677,11 +685,15 @@ fn derived_carrier_key_is_unambiguous_across_callers() {
         latency: Latency::Fixed { ms: 50 },
         ..CarrierConfig::default()
     }));
+    // Two tenants, each with its own order 918273: two parcels.
     let mut engine = Engine::new(
         Box::new(store),
         carrier.clone(),
         Arc::new(VirtualClock::new()),
-        EngineConfig::default(),
+        EngineConfig {
+            order_space: OrderSpace::PerTenant,
+            ..EngineConfig::default()
+        },
     );
     let body =
         r#"{"order_id":918273,"parcel_no":1,"label_version":1,"weight_g":1450,"service":"ground"}"#;

@@ -50,7 +50,8 @@ pub fn label_body(label_id: &str, order_id: i64) -> String {
         tracking_no: tracking_no(order_id),
         cost_cents: COST_CENTS,
         created_by_key: key(order_id),
-        caller_id: CALLER.to_string(),
+        // The engine's default: callers share one order space.
+        order_space: String::new(),
     };
     crate::engine::label_body(&row, &crate::payload::SizeDist::seed_response())
 }
@@ -156,8 +157,8 @@ impl Filler {
         let mut insert_label = tx
             .prepare(
                 "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no,
-                                     cost_cents, created_by_key, caller_id)
-                 VALUES (?1, ?2, 1, 1, ?3, ?4, ?5, ?6)",
+                                     cost_cents, created_by_key, order_space)
+                 VALUES (?1, ?2, 1, 1, ?3, ?4, ?5, '')",
             )
             .map_err(|e| self.err(e))?;
         for id in order_ids {
@@ -201,14 +202,7 @@ impl Filler {
                 .map_err(|e| self.err(e))?;
             if completed {
                 insert_label
-                    .execute(params![
-                        label_id,
-                        id,
-                        tracking_no(id),
-                        COST_CENTS,
-                        key,
-                        CALLER
-                    ])
+                    .execute(params![label_id, id, tracking_no(id), COST_CENTS, key])
                     .map_err(|e| self.err(e))?;
             }
         }

@@ -135,17 +135,10 @@ fn fill_chunk(
     if completed {
         tx.execute(
             "INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no,
-                                 cost_cents, created_by_key, caller_id)
-             SELECT l, o, 1, 1, t, $1, k, $6
+                                 cost_cents, created_by_key, order_space)
+             SELECT l, o, 1, 1, t, $1, k, ''
                FROM unnest($2::text[], $3::int8[], $4::text[], $5::text[]) AS u(l, o, t, k)",
-            &[
-                &COST_CENTS,
-                &label_ids,
-                &order_ids,
-                &trackings,
-                &keys,
-                &CALLER,
-            ],
+            &[&COST_CENTS, &label_ids, &order_ids, &trackings, &keys],
         )
         .map_err(|e| {
             StoreError::Corrupt(format!("fill: {}", crate::store::postgres::pg_message(&e)))
@@ -349,9 +342,9 @@ UPDATE idempotency_keys
        expires_at = now() + interval '24 h'
  WHERE caller_id = '{CALLER}' AND idem_key = concat_ws(chr(58), 'label', :id::int8, 1, 'v1')
    AND state = 'started' AND lease_token = :token::uuid;
-INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id)
-  VALUES ('P-' || :id::int8, :id::int8, 1, 1, 'GRD' || :id::int8, {COST_CENTS}, concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '{CALLER}')
-  ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING;
+INSERT INTO labels (label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, order_space)
+  VALUES ('P-' || :id::int8, :id::int8, 1, 1, 'GRD' || :id::int8, {COST_CENTS}, concat_ws(chr(58), 'label', :id::int8, 1, 'v1'), '')
+  ON CONFLICT (order_space, order_id, parcel_no, label_version) DO NOTHING;
 COMMIT;
 "
     );

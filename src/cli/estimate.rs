@@ -64,6 +64,8 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
         bytes_per_record_ci95: None,
         evidence: None,
         count_carrier_window: !b.without_carrier_window,
+        measured_duplicates: Vec::new(),
+        measured_timeouts: None,
     };
     let recommendation = decision::decide(&job.params, &plan.retry, &inputs)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))?;

@@ -26,6 +26,31 @@ pub enum KeyScope {
     Global,
 }
 
+/// Whose orders an order id names: a property of the modelled system, not a failure. `Shared` is
+/// the seed's label service: order ids are global, and its callers (Fulfilment, Returns) label
+/// the same orders, so "one label per parcel" holds across them (`UNIQUE (order_id,
+/// parcel_no)`): a second caller asking for a parcel's label gets the existing one. `PerTenant`
+/// is a multi-tenant label API whose tenants number their own orders: two tenants' "order 1"
+/// are different parcels, and the labels are unique per tenant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OrderSpace {
+    #[default]
+    Shared,
+    PerTenant,
+}
+
+impl OrderSpace {
+    /// The labels table's `order_space` column for a request from `caller_id` (unscoped): empty
+    /// when every caller shares one order space.
+    pub fn of(self, caller_id: &str) -> &str {
+        match self {
+            OrderSpace::Shared => "",
+            OrderSpace::PerTenant => caller_id,
+        }
+    }
+}
+
 /// Where the key record is written relative to the label. `SeparateStore` reproduces "effect
 /// and record in different stores": the label commits on its own, then the record does.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -59,6 +84,7 @@ pub struct EngineConfig {
     /// How long a completed record is kept: the seed's 24 h.
     pub retention_ms: Millis,
     pub key_scope: KeyScope,
+    pub order_space: OrderSpace,
     pub record_placement: RecordPlacement,
     pub carrier_key: CarrierKey,
     /// Key length and saved-response size: the response is padded to a size drawn for its key.
@@ -72,6 +98,7 @@ impl Default for EngineConfig {
             carrier_timeout_ms: 20_000,
             retention_ms: crate::duration::DAY_MS,
             key_scope: KeyScope::PerCaller,
+            order_space: OrderSpace::Shared,
             record_placement: RecordPlacement::SameTransaction,
             carrier_key: CarrierKey::Derived,
             payload: crate::payload::PayloadSizes::default(),
@@ -169,7 +196,10 @@ impl Response {
 /// An attempt that holds the lease on its key between txn 1 and txn 2.
 #[derive(Debug, Clone)]
 pub struct Attempt {
+    /// The caller column as the key scope has it (`*` under global scoping).
     pub caller_id: String,
+    /// The order space the label goes in ([`OrderSpace::of`] the unscoped caller).
+    pub order_space: String,
     pub idem_key: String,
     pub lease_token: LeaseToken,
     pub label: LabelRequest,
@@ -354,6 +384,7 @@ impl Engine {
         match validated {
             Ok(label) => Ok(Begun::Owned(Attempt {
                 caller_id: caller,
+                order_space: self.config.order_space.of(&req.caller_id).to_string(),
                 idem_key: key,
                 lease_token: token,
                 label,
@@ -431,7 +462,7 @@ impl Engine {
                     tracking_no: label.tracking_no.clone(),
                     cost_cents: label.cost_cents,
                     created_by_key: a.idem_key.clone(),
-                    caller_id: a.caller_id.clone(),
+                    order_space: a.order_space.clone(),
                 };
                 (
                     201,
@@ -697,7 +728,7 @@ mod tests {
                     tracking_no: format!("GRD{order_id:09}"),
                     cost_cents: 600,
                     created_by_key: format!("label:{order_id}:1:v1"),
-                    caller_id: "fulfilment".into(),
+                    order_space: String::new(),
                 };
                 let text = label_body(&row, &sizes);
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -805,7 +805,16 @@ fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
                 r,
             ),
             figure_view("Bytes per record", Quantity::Bytes, &f.bytes_per_record),
-            figure_view("Timed-out calls", Quantity::PerDay, &f.timed_out_per_day),
+            figure_view(
+                "Timed-out calls (first attempts)",
+                Quantity::PerDay,
+                &f.timed_out_per_day,
+            ),
+            figure_view(
+                "Timed-out attempts (retries too)",
+                Quantity::PerDay,
+                &f.timed_out_attempts_per_day,
+            ),
             figure_view(
                 "Retries after the purge",
                 Quantity::PerDay,

@@ -168,6 +168,7 @@ mod tests {
             store_records: fig(1.0, 1.0, 1.0),
             bytes_per_record: fig(300.0, 300.0, 300.0),
             timed_out_per_day: fig(1.0, 1.0, 1.0),
+            timed_out_attempts_per_day: fig(1.0, 1.0, 1.0),
             late_after_purge_per_day: fig(1.0, 1.0, 1.0),
             duplicate_labels_per_day: fig(100.0, 80.0, 120.0),
             duplicate_cost_per_day: fig(600.0, 480.0, 720.0),

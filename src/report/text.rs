@@ -480,7 +480,16 @@ pub fn simulation(r: &SimReport) -> String {
         &count,
     ));
     out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
-    out.push_str(&row("timed-out calls", &r.timed_out_per_day, &per_day));
+    out.push_str(&row(
+        "timed-out calls (first attempts)",
+        &r.timed_out_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "timed-out attempts (retries too)",
+        &r.timed_out_attempts_per_day,
+        &per_day,
+    ));
     out.push_str(&row(
         "late arrivals after purge",
         &r.late_after_purge_per_day,

@@ -14,7 +14,9 @@ use crate::store::{Slot, StoreOptions, Stores, Sweeper};
 pub use plan::{JobPlan, Plan};
 pub use results::*;
 
-use crate::decision::{DecisionInputs, Recommendation, decide};
+use crate::decision::{
+    DecisionInputs, MeasuredDuplicates, MeasuredTimeouts, Measurement, Recommendation, decide,
+};
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
 use crate::sim::replay::{self, Figure, Progress, SimReport};
@@ -101,6 +103,11 @@ fn with_model(sim: &mut SimReport, job: &JobPlan, sweeper: Sweeper) {
     sim.unlabelled_per_day.analytic = 0.0;
     sim.purged_key_requests_per_day.analytic = 0.0;
     sim.takeovers_per_day.analytic = 0.0;
+    for note in &job.notes {
+        if !sim.notes.contains(note) {
+            sim.notes.push(note.clone());
+        }
+    }
     if let Sweeper::Partitions { period_ms } = sweeper {
         let note = format!(
             "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it); the model's records count that half",
@@ -475,9 +482,44 @@ pub fn decision(
         bytes_per_record_ci95: ci95,
         evidence: settings.retry.fitted.as_ref().and_then(|f| f.evidence()),
         count_carrier_window: !settings.budgets.without_carrier_window,
+        measured_duplicates: runs.iter().filter_map(measured_duplicates).collect(),
+        measured_timeouts: measured_timeouts(runs),
     };
     decide(&params, &plan.retry, &inputs)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
+}
+
+/// The first-attempt timeouts the longest run measured, beside the model's at the asked share.
+fn measured_timeouts(runs: &[RunResult]) -> Option<MeasuredTimeouts> {
+    runs.iter().rev().find_map(|r| {
+        let f = r.figures.timed_out_per_day;
+        (f.estimate.is_finite() && f.ci95_high > 0.0 && r.model.timed_out_per_day > 0.0).then_some(
+            MeasuredTimeouts {
+                per_day: Measurement {
+                    estimate: f.estimate,
+                    ci95_low: f.ci95_low,
+                    ci95_high: f.ci95_high,
+                },
+                modelled_per_day: r.model.timed_out_per_day,
+            },
+        )
+    })
+}
+
+/// A run's duplicates, when it measured them with an interval (a run that saw none cannot
+/// bound them, and the model stands).
+fn measured_duplicates(r: &RunResult) -> Option<MeasuredDuplicates> {
+    let f = r.figures.duplicate_labels_per_day;
+    (f.estimate.is_finite() && f.ci95_low.is_finite() && f.ci95_high > 0.0).then_some(
+        MeasuredDuplicates {
+            retention_s: r.retention_s,
+            per_day: Measurement {
+                estimate: f.estimate,
+                ci95_low: f.ci95_low,
+                ci95_high: f.ci95_high,
+            },
+        },
+    )
 }
 
 /// The scenario's switched-off lines of defence, by the one check (`sim::deviations`).
@@ -536,6 +578,7 @@ pub fn run_result(
         store_records: sim.store_records_steady,
         bytes_per_record: sim.bytes_per_record_measured,
         timed_out_per_day: sim.timed_out_per_day,
+        timed_out_attempts_per_day: sim.timed_out_attempts_per_day,
         late_after_purge_per_day: sim.late_after_purge_per_day,
         duplicate_labels_per_day: sim.duplicate_labels_per_day,
         duplicate_cost_per_day: sim.duplicate_cost_per_day,

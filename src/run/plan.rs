@@ -32,6 +32,8 @@ pub struct JobPlan {
     /// The model at `params`: the one evaluation every output of this job shows.
     pub model: Estimate,
     pub sweeper: Sweeper,
+    /// What the job's results must say about how they were obtained.
+    pub notes: Vec<String>,
 }
 
 impl JobPlan {
@@ -61,8 +63,10 @@ impl Plan {
                 .iter()
                 .map(|&retention_s| {
                     let params = settings.model_params(retention_s);
+                    let config = settings.sim_config(retention_s);
                     JobPlan {
-                        config: settings.sim_config(retention_s),
+                        notes: profile_note(settings, &config).into_iter().collect(),
+                        config,
                         model: model::estimate(&params, &retry),
                         params,
                         sweeper: sweeper_for(settings, retention_s),
@@ -116,6 +120,13 @@ fn retry_delay(r: &Retry) -> anyhow::Result<RetryDelay> {
             Ok(RetryDelay::from_csv_str(&text, path, r.head, r.tail)?)
         }
     }
+}
+
+/// Under a daily profile (a rush), per-day figures are right only over whole days: the default
+/// duration is rounded up to them, and a duration given otherwise is said so.
+fn profile_note(settings: &Settings, config: &SimConfig) -> Option<String> {
+    let rush = settings.traffic.rush.as_ref()?;
+    crate::sim::replay::partial_days_note(config.arrival_s(), rush.start_s, rush.duration_s)
 }
 
 /// A partition period shorter than this is refused by the store (at 1 s); the default keeps

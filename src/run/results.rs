@@ -148,7 +148,10 @@ pub struct RunFigures {
     pub store_bytes: Figure,
     pub store_records: Figure,
     pub bytes_per_record: Figure,
+    /// Calls whose first attempt timed out, comparable with the model's timed-out calls.
     pub timed_out_per_day: Figure,
+    /// Every attempt that timed out, retries included.
+    pub timed_out_attempts_per_day: Figure,
     pub late_after_purge_per_day: Figure,
     pub duplicate_labels_per_day: Figure,
     pub duplicate_cost_per_day: Figure,

@@ -142,7 +142,7 @@ pub const KNOBS: &[Knob] = &[
         None,
         SIMULATE,
         "CALLS_PER_S",
-        "A daily rush at this rate on top of --rate, e.g. 2000 (see --rush-start, --rush-duration)."
+        "A daily rush at this rate in place of --rate, e.g. 2000 (see --rush-start, --rush-duration)."
     ),
     knob!(
         "rush_start",
@@ -183,7 +183,7 @@ pub const KNOBS: &[Knob] = &[
         None,
         SIMULATE,
         "DURATION",
-        "How long traffic arrives, in simulated time (default: one retention plus half a retention, at least 6 h). At most 90d."
+        "How long traffic arrives, in simulated time (default: one retention plus half a retention, at least 6 h, rounded up to whole days under a daily rush). At most 90d."
     ),
     knob!(
         "sample",
@@ -464,6 +464,16 @@ pub const KNOBS: &[Knob] = &[
         SIMULATE,
         "SCOPE",
         "Key scope: per-caller (correct) or global (the seed's collision failure)."
+    ),
+    knob!(
+        "order_space",
+        "--order-space",
+        Some("engine.order_space"),
+        Kind::Choice(&["shared", "per_tenant"]),
+        Some("shared"),
+        SIMULATE,
+        "SPACE",
+        "Whose orders an order id names: shared by all callers (the seed's: one label per parcel across callers) or per-tenant (tenants number their own orders; labels unique per tenant)."
     ),
     knob!(
         "record_placement",

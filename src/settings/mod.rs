@@ -16,7 +16,7 @@ pub mod knobs;
 use crate::carrier::{CarrierConfig, Latency};
 use crate::decision::{DEFAULT_MAX_DUPLICATES_PER_DAY, Targets};
 use crate::duration::{self, ms};
-use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, RecordPlacement};
+use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, OrderSpace, RecordPlacement};
 use crate::model::ModelParams;
 use crate::sim::replay::{KeyPolicy, SimConfig};
 use crate::traffic::{Arrivals, Head, LoadProfile, Tail};
@@ -203,6 +203,7 @@ pub struct Engine {
     pub lease_ms: i64,
     pub carrier_timeout_ms: i64,
     pub key_scope: KeyScope,
+    pub order_space: OrderSpace,
     pub record_placement: RecordPlacement,
     pub carrier_key: CarrierKey,
     /// Key and saved-response sizes: the engine pads its saved body to them, the model's bytes
@@ -404,6 +405,7 @@ impl Settings {
                 lease_ms: ms(v.req_duration("lease")),
                 carrier_timeout_ms: ms(v.req_duration("carrier_timeout")),
                 key_scope: v.choice("key_scope"),
+                order_space: v.choice("order_space"),
                 record_placement: v.choice("record_placement"),
                 carrier_key: v.choice("carrier_key"),
                 payload: payload.clone(),
@@ -511,6 +513,7 @@ impl Settings {
             carrier_timeout_ms: self.engine.carrier_timeout_ms,
             retention_ms: (retention_s * 1000.0).round() as i64,
             key_scope: self.engine.key_scope,
+            order_space: self.engine.order_space,
             record_placement: self.engine.record_placement,
             carrier_key: self.engine.carrier_key,
             payload: self.engine.payload.clone(),
@@ -535,7 +538,10 @@ impl Settings {
         let t = &self.traffic;
         SimConfig {
             rate_per_s: t.rate_per_s,
-            arrival_s: t.arrival_s,
+            arrival_s: t.arrival_s.or_else(|| {
+                t.rush
+                    .map(|_| crate::sim::replay::whole_days_arrival_s(retention_s))
+            }),
             sample: t.sample,
             target_ordinary: t.target_intents,
             request_log: false,
@@ -576,13 +582,17 @@ impl Settings {
             .arrivals()
             .map(|a| a.mean_rate_per_s())
             .unwrap_or(self.traffic.rate_per_s);
+        let sim = self.sim_config(retention_s);
         ModelParams {
             rate_per_s: mean,
             peak_rate_per_s: self.model.peak_rate_per_s,
             retention_s,
             bytes_per_record: self.model.bytes_per_record,
-            timeout_fraction: self.traffic.timeout_fraction,
-            done_fraction: self.traffic.done_fraction,
+            // The shares the simulated calls time out at and had run at: the asked ones at the
+            // seed's latencies, more with a slower carrier or hung calls, so model and run
+            // describe one system.
+            timeout_fraction: sim.expected_timeout_fraction(),
+            done_fraction: sim.expected_done_fraction(),
             label_price_usd: self.carrier.price_usd,
             carrier_window_s: self.carrier.window_ms as f64 / 1000.0,
             storage_usd_per_gb_month: self.model.storage_usd_per_gb_month,

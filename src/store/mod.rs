@@ -112,9 +112,10 @@ pub struct LabelRow {
     pub tracking_no: String,
     pub cost_cents: i64,
     pub created_by_key: String,
-    /// The caller column of the key that made it (`*` under global key scoping). Tenants may
-    /// number their orders alike, so "one label per parcel" is one per caller's parcel.
-    pub caller_id: String,
+    /// Whose order `order_id` is: empty when every caller shares the order space (the seed's
+    /// `UNIQUE (order_id, parcel_no)` across callers), the tenant when tenants number their
+    /// own orders ([`crate::engine::OrderSpace`]).
+    pub order_space: String,
 }
 
 /// Bytes the store occupies, split so "bytes per record" can be measured with and without the
@@ -279,8 +280,10 @@ pub trait Tx {
         idem_key: &str,
         response_body: &str,
     ) -> Result<(), StoreError>;
-    /// Inserts a label unless (caller, order_id, parcel_no, label_version) already has one; returns the
-    /// existing label on such a conflict.
+    /// Inserts a label unless (order_space, order_id, parcel_no, label_version) already has one,
+    /// or its label id is already stored (the carrier replayed a label another order space's
+    /// request bought, as under global key scoping); returns the existing label on either
+    /// conflict, the parcel's first.
     fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError>;
     /// Deletes a started key still held by `lease_token` (the 400 validation path).
     fn delete_key(

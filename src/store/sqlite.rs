@@ -21,7 +21,10 @@ use std::time::Duration;
 /// `WITHOUT ROWID`: a saved response of 2 kB or more no longer takes a whole overflow page, the
 /// `expires_at` index holds a rowid instead of the whole key, and the sweeper's oldest-first
 /// deletes empty whole table pages (README, "Bytes per record").
-pub const SCHEMA_VERSION: i64 = 3;
+/// 4: the labels table's tenant column is `order_space`, empty when callers share one order
+/// space (the seed's `UNIQUE (order_id, parcel_no)`), so one parcel gets one label across
+/// callers by default.
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// SQLite page size for new stores, bytes.
 pub const PAGE_SIZE: u32 = 8192;
@@ -49,8 +52,8 @@ CREATE TABLE IF NOT EXISTS labels (
     tracking_no    TEXT    NOT NULL,
     cost_cents     INTEGER NOT NULL,
     created_by_key TEXT    NOT NULL,
-    caller_id      TEXT    NOT NULL DEFAULT '',
-    UNIQUE (caller_id, order_id, parcel_no, label_version)
+    order_space    TEXT    NOT NULL DEFAULT '',
+    UNIQUE (order_space, order_id, parcel_no, label_version)
 ) STRICT;
 ";
 
@@ -266,7 +269,7 @@ fn token_from(bytes: Option<Vec<u8>>) -> Result<Option<LeaseToken>, StoreError> 
 
 macro_rules! label_columns {
     () => {
-        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id"
+        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, order_space"
     };
 }
 
@@ -302,7 +305,7 @@ pub(crate) mod sql {
         "INSERT INTO labels (",
         label_columns!(),
         ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-         ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
+         ON CONFLICT DO NOTHING"
     );
 }
 
@@ -373,7 +376,7 @@ fn label_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<LabelRow> {
         tracking_no: r.get(4)?,
         cost_cents: r.get(5)?,
         created_by_key: r.get(6)?,
-        caller_id: r.get(7)?,
+        order_space: r.get(7)?,
     })
 }
 
@@ -498,7 +501,7 @@ impl Tx for SqliteTx<'_> {
                     l.tracking_no,
                     l.cost_cents,
                     l.created_by_key,
-                    l.caller_id
+                    l.order_space
                 ])
             })
             .map_err(|e| self.err(e))?;
@@ -508,11 +511,20 @@ impl Tx for SqliteTx<'_> {
         self.tx
             .prepare_cached(&format!(
                 "SELECT {LABEL_COLUMNS} FROM labels
-                  WHERE order_id = ?1 AND parcel_no = ?2 AND label_version = ?3 AND caller_id = ?4"
+                  WHERE order_id = ?1 AND parcel_no = ?2 AND label_version = ?3 AND order_space = ?4
+                     OR label_id = ?5
+                  ORDER BY label_id = ?5
+                  LIMIT 1"
             ))
             .and_then(|mut s| {
                 s.query_row(
-                    params![l.order_id, l.parcel_no, l.label_version, l.caller_id],
+                    params![
+                        l.order_id,
+                        l.parcel_no,
+                        l.label_version,
+                        l.order_space,
+                        l.label_id
+                    ],
                     label_row,
                 )
             })
@@ -664,7 +676,7 @@ impl Store for SqliteStore {
             .conn
             .query_row(
                 "SELECT COALESCE(MAX(n), 0) FROM (SELECT COUNT(*) AS n FROM labels
-                  GROUP BY caller_id, order_id, parcel_no, label_version)",
+                  GROUP BY order_space, order_id, parcel_no, label_version)",
                 [],
                 |r| r.get(0),
             )

@@ -8,7 +8,7 @@
 use super::config::{KeyPolicy, SimConfig};
 use super::tallies::Tallies;
 use crate::clock::{Millis, VirtualClock};
-use crate::engine::{Engine, Request, Response};
+use crate::engine::{Engine, OrderSpace, Request, Response};
 use crate::sim::flow::{Flow, Send};
 use crate::sim::request_log::RequestLog;
 use crate::traffic::RetryDelay;
@@ -91,6 +91,8 @@ pub(super) struct Replay<'a> {
     /// Share of first attempts that time out or crash: the boosted stratum.
     pub(super) p_first_bad: f64,
     network_loss: f64,
+    /// Of the losses, the share that lost the reply ([`SimConfig::loss_done_fraction`]).
+    loss_done: f64,
     p_slow: f64,
     /// Tilted retry-delay draw: probability of drawing from the tail, where it starts, its mass.
     tilt_q: f64,
@@ -101,10 +103,12 @@ pub(super) struct Replay<'a> {
     next_send: u64,
     /// The next order number of each tenant, per stratum (see [`Replay::arrive`]).
     next_order: Vec<[i64; 2]>,
-    /// Live records per stratum, mirrored from claims and the sweeper's purged keys, so the
-    /// weighted store size needs no query.
-    pub(super) live: HashMap<String, Stratum>,
-    pub(super) live_count: [u64; 2],
+    /// Live records with the weight each stands for, mirrored from claims and the sweeper's
+    /// purged keys, so the weighted store size needs no query.
+    pub(super) live: HashMap<String, f64>,
+    /// Σw and Σw² over `live`: the store's estimate and its Poisson variance.
+    pub(super) live_weight: f64,
+    pub(super) live_weight_sq: f64,
     /// Every record the sweeper purged and no request has claimed again: the exact set the
     /// engine's Bloom filter approximates.
     pub(super) purged: HashSet<String>,
@@ -159,6 +163,7 @@ impl<'a> Replay<'a> {
             p_first_timeout: cfg.p_first_timeout(),
             p_first_bad: cfg.p_first_bad(),
             network_loss: cfg.network_loss(),
+            loss_done: cfg.loss_done_fraction(),
             p_slow: cfg.p_slow(),
             tilt_q,
             tail_from_s,
@@ -168,7 +173,8 @@ impl<'a> Replay<'a> {
             next_send: 0,
             next_order: vec![[0, 0]; cfg.callers as usize],
             live: HashMap::new(),
-            live_count: [0, 0],
+            live_weight: 0.0,
+            live_weight_sq: 0.0,
             purged: HashSet::new(),
             first_body: HashMap::new(),
             creator: HashMap::new(),
@@ -256,7 +262,7 @@ impl<'a> Replay<'a> {
         send.deadline_ms = Some(self.cfg.deadline_ms);
         let fate = match fate {
             Fate::Drawn if self.rng.random::<f64>() < self.network_loss => Fate::Lost {
-                ran: self.rng.random::<f64>() < self.cfg.done_fraction,
+                ran: self.rng.random::<f64>() < self.loss_done,
             },
             f => f,
         };
@@ -345,14 +351,20 @@ impl<'a> Replay<'a> {
             if to + or > 0.0 { to / (to + or) } else { 0.0 }
         };
         let timed_out = self.rng.random::<f64>() < timed_out_share;
-        // Each tenant is its own Poisson stream (a random split of one is), and numbers its own
-        // orders: its orders never share an id, while two tenants' do. Numbering runs per
-        // stratum (even ids ordinary, odd timed out), so the k-th replayed order of one tenant
-        // meets the k-th of another with the same weight, as every order meets its namesake
-        // at full traffic; across strata the weights would not match.
+        // Each tenant is its own Poisson stream (a random split of one is). In a shared order
+        // space (the seed's) one counter numbers every caller's orders, so no two orders share
+        // an id. Per tenant, each numbers its own orders: its orders never share an id, while
+        // two tenants' do. Numbering runs per stratum (even ids ordinary, odd timed out), so
+        // the k-th replayed order of one tenant meets the k-th of another with the same weight,
+        // as every order meets its namesake at full traffic; across strata the weights would
+        // not match.
         let caller = self.rng.random::<u32>() % self.cfg.callers;
         let stratum_index = usize::from(timed_out);
-        let n = &mut self.next_order[caller as usize][stratum_index];
+        let space = match self.cfg.engine.order_space {
+            OrderSpace::Shared => 0,
+            OrderSpace::PerTenant => caller as usize,
+        };
+        let n = &mut self.next_order[space][stratum_index];
         let order_id = FIRST_ORDER_ID + 2 * *n + stratum_index as i64;
         *n += 1;
         let (stratum, weight, retry_delay_ms) = if timed_out {
@@ -393,7 +405,7 @@ impl<'a> Replay<'a> {
             Fate::InTime
         } else if u < self.network_loss {
             Fate::Lost {
-                ran: self.rng.random::<f64>() < self.cfg.done_fraction,
+                ran: self.rng.random::<f64>() < self.loss_done,
             }
         } else if u < self.p_first_timeout {
             Fate::Slow

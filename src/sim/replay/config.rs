@@ -46,8 +46,10 @@ pub struct SimConfig {
     pub network_loss_fraction: Option<f64>,
     /// One-way network delay between the client and the label service.
     pub network_ms: Millis,
-    /// Of the calls the network loses, the share whose reply (not request) was lost, so the
-    /// server had already run them.
+    /// Of the calls that time out at the seed's latencies, the share the server had already
+    /// run (the seed's "done"): the network's losses are split between request and reply so
+    /// that, with the seed's few slow calls (all run), this share results
+    /// ([`SimConfig::loss_done_fraction`]). A slower carrier adds calls that ran.
     pub done_fraction: f64,
     pub key_policy: KeyPolicy,
     /// The client's deadline for one attempt.
@@ -120,6 +122,53 @@ pub fn p_slow(latency: &Latency, deadline_ms: Millis, network_ms: Millis) -> f64
     latency.p_above_ms(deadline_ms - 2 * network_ms)
 }
 
+/// Arrivals long enough to fill the store and measure it: one retention, then half a
+/// retention (at least 6 h) of steady state.
+pub fn default_arrival_s(retention_s: f64) -> f64 {
+    retention_s + (retention_s / 2.0).max(6.0 * 3600.0)
+}
+
+/// [`default_arrival_s`] rounded up to whole days: under a daily profile every per-day figure
+/// divides by the days simulated, which is only right when each hour of the day is simulated
+/// equally often (36 h holds one 16:00 rush in 1.5 days).
+pub fn whole_days_arrival_s(retention_s: f64) -> f64 {
+    let day = crate::duration::DAY_S;
+    (default_arrival_s(retention_s) / day).ceil() * day
+}
+
+/// What a run must say when its arrivals under a daily profile (a rush from `start_s` for
+/// `duration_s` every day) do not cover whole days: the hours of the day are not simulated
+/// equally often, so per-day figures are averages over the time simulated.
+pub fn partial_days_note(arrival_s: f64, start_s: f64, duration_s: f64) -> Option<String> {
+    let day = crate::duration::DAY_S;
+    let days = arrival_s / day;
+    if (days - days.round()).abs() < 1e-9 {
+        return None;
+    }
+    let mut rush_s = 0.0;
+    let mut d = 0.0;
+    while d * day < arrival_s {
+        let from = d * day + start_s;
+        rush_s += (arrival_s.min(from + duration_s) - from).max(0.0);
+        d += 1.0;
+    }
+    let fmt = crate::duration::format_secs;
+    Some(format!(
+        "traffic: arrivals run {} ({} days) under a daily profile, so the hours of the day are not simulated equally often: the run holds {} of rush in {} days, where whole days hold {} a day. Per-day figures are averages over the time simulated; give a whole number of days ({}) for daily figures.",
+        fmt(arrival_s),
+        crate::format::significant(days, 3),
+        fmt(rush_s),
+        crate::format::significant(days, 3),
+        fmt(duration_s),
+        fmt((days.ceil() * day).max(day)),
+    ))
+}
+
+/// Share of calls the seed's carrier answers too late for the seed's deadline.
+fn p_slow_at_seed() -> f64 {
+    p_slow(&SEED_CARRIER_LATENCY, SEED_DEADLINE_MS, SEED_NETWORK_MS)
+}
+
 /// Why a simulation could not run: a parameter refused, or the engine or the store failed.
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
@@ -149,7 +198,7 @@ impl SimConfig {
 
     pub fn arrival_s(&self) -> f64 {
         self.arrival_s
-            .unwrap_or_else(|| self.retention_s() + (self.retention_s() / 2.0).max(6.0 * 3600.0))
+            .unwrap_or_else(|| default_arrival_s(self.retention_s()))
     }
 
     /// The fraction of calls the network loses, request or reply.
@@ -164,7 +213,7 @@ impl SimConfig {
     /// point of deriving them.
     pub fn network_loss(&self) -> f64 {
         self.network_loss_fraction.unwrap_or_else(|| {
-            let seed_slow = p_slow(&SEED_CARRIER_LATENCY, SEED_DEADLINE_MS, SEED_NETWORK_MS);
+            let seed_slow = p_slow_at_seed();
             ((self.timeout_fraction - seed_slow) / (1.0 - seed_slow)).max(0.0)
         })
     }
@@ -177,8 +226,54 @@ impl SimConfig {
     /// Share of first attempts that time out: lost by the network, or too slow. This is the
     /// timed-out stratum; hung carrier calls come on top ([`Self::expected_timeout_fraction`]).
     pub fn p_first_timeout(&self) -> f64 {
+        let p_slow = self.p_slow();
+        let seed_slow = p_slow_at_seed();
+        if self.network_loss_fraction.is_none()
+            && p_slow == seed_slow
+            && self.timeout_fraction >= seed_slow
+        {
+            // Calibrated at the seed's latencies: exactly the share asked, without the
+            // rounding of going through the loss and back.
+            return self.timeout_fraction;
+        }
         let loss = self.network_loss();
-        loss + (1.0 - loss) * self.p_slow()
+        loss + (1.0 - loss) * p_slow
+    }
+
+    /// Of the calls the network loses, the share whose reply (not request) was lost, so the
+    /// server had run them. Calibrated like [`Self::network_loss`]: at the seed's latencies the
+    /// timed-out calls are the losses plus the slow calls, and every slow call ran, so the
+    /// losses' share is `(done × p − (1 − loss) × slow) / loss` for the whole to be `done`. At
+    /// the seed's 0.1 %: (0.6 × 0.001 − 0.999022 × 0.000022) / 0.000978 ≈ 0.591.
+    pub fn loss_done_fraction(&self) -> f64 {
+        let loss = self.network_loss();
+        if loss <= 0.0 {
+            return self.done_fraction;
+        }
+        let seed_slow = p_slow_at_seed();
+        let p = loss + (1.0 - loss) * seed_slow;
+        ((self.done_fraction * p - (1.0 - loss) * seed_slow) / loss).clamp(0.0, 1.0)
+    }
+
+    /// Of the calls expected to time out, the share the server had run, for the model beside
+    /// the simulation: lost replies, slow calls and hung calls all ran.
+    pub fn expected_done_fraction(&self) -> f64 {
+        let p_slow = self.p_slow();
+        if p_slow == p_slow_at_seed() && self.carrier.hang_fraction == 0.0 {
+            // At the seed's latencies the losses are split to give exactly the share asked.
+            return self.done_fraction;
+        }
+        let loss = self.network_loss();
+        let first = self.p_first_timeout();
+        let ran = loss * self.loss_done_fraction()
+            + (1.0 - loss) * p_slow
+            + (1.0 - first) * self.carrier.hang_fraction;
+        let total = self.expected_timeout_fraction();
+        if total > 0.0 {
+            (ran / total).min(1.0)
+        } else {
+            self.done_fraction
+        }
     }
 
     /// Share of first attempts that go wrong: time out, or are killed (`crash_fraction`). This

@@ -29,9 +29,12 @@
 //! the replayed events, with variance `Σ wᵢ² / days²` (the events are independent draws);
 //! the 95 % interval is the normal one on that variance, or Garwood's exact Poisson interval
 //! when all weights are equal and the count is small; with no event at all, a one-sided bound.
-//! The store's size is the weighted count of live records, `n_o/s_o + n_t/s_t`, averaged over
-//! the steady window (after one retention has passed). Its variance is that of a time average
-//! of an M/G/∞ count: the replayed records of each stratum are Poisson at any instant, and two
+//! The store's size is the weighted count of live records, `Σ wᵢ`, averaged over the steady
+//! window (after one retention has passed): a record a first attempt created weighs its
+//! stratum's `1/s`, and one a retry created (after a loss or a purge) carries the tilted
+//! delay's likelihood ratio as well, since the delay drawn is why it exists. Its variance is
+//! that of a time average of an M/G/∞ count: each replayed record is Poisson at any instant
+//! (variance `Σ wᵢ²`), and two
 //! instants `h` apart share the records that live through both, a fraction `(1 - h/L)⁺` for a
 //! record life `L` (retention plus the sweeper's mean lag). With `--sample 1` both strata are
 //! replayed in full and the delay is drawn without tilting: a full-fidelity run, the ground
@@ -55,7 +58,10 @@ mod run;
 mod store_size;
 mod tallies;
 
-pub use config::{KeyPolicy, SEED_DEADLINE_MS, SEED_NETWORK_MS, SimConfig, SimError, p_slow};
+pub use config::{
+    KeyPolicy, SEED_DEADLINE_MS, SEED_NETWORK_MS, SimConfig, SimError, default_arrival_s, p_slow,
+    partial_days_note, whole_days_arrival_s,
+};
 pub use pool::{Detection, OutcomeRow, SCHEMA_VERSION, SimInvariants, SimReport, pool};
 pub use run::{Progress, run_once};
 pub use store_size::time_average_variance_factor;

@@ -3,7 +3,7 @@
 //! counted into the tallies with the weight of the intent behind it, and the client's side
 //! (a reply, a deadline passed) handed to the client state machine.
 
-use super::client::{Replay, Stratum};
+use super::client::Replay;
 use crate::carrier::{CarrierReply, CarrierResult};
 use crate::clock::Millis;
 use crate::engine::{DiePoint, Outcome, RecordPlacement, Response};
@@ -61,6 +61,7 @@ impl Replay<'_> {
         let record = info.record.clone();
         let w = info.weight;
         let intent = info.intent;
+        let first = info.attempt == 1;
         let runs = self.running.entry(record.clone()).or_insert(0);
         if took_over {
             self.t.takeovers.add(w);
@@ -73,12 +74,17 @@ impl Replay<'_> {
             if self.purged.remove(&record) {
                 self.t.purged_key_requests.add(w);
             }
-            let stratum = self
-                .intents
-                .get(&intent)
-                .map_or(Stratum::Ordinary, |i| i.stratum);
-            if self.live.insert(record, stratum).is_none() {
-                self.live_count[stratum as usize] += 1;
+            // A first attempt's record is there whatever the retry delay drawn, so it stands for
+            // what the intent's stratum does; a record a retry creates (after a loss, or after
+            // the purge) is there because of the delay drawn, so it carries the delay's
+            // likelihood ratio too.
+            let weight = match self.intents.get(&intent) {
+                Some(i) if first => i.base_weight,
+                _ => w,
+            };
+            if self.live.insert(record, weight).is_none() {
+                self.live_weight += weight;
+                self.live_weight_sq += weight * weight;
             }
         }
     }
@@ -199,6 +205,9 @@ impl Replay<'_> {
             intent.weight
         };
         self.t.timed_out.add(w);
+        if first {
+            self.t.timed_out_first.add(w);
+        }
         self.retry_after_silence(intent_id, sent_ms, at_ms);
     }
 
@@ -218,16 +227,16 @@ impl Replay<'_> {
     fn swept(&mut self, purged: Vec<(String, String)>) {
         for (caller, key) in purged {
             let record = format!("{caller}\u{0}{key}");
-            if let Some(s) = self.live.remove(&record) {
-                self.live_count[s as usize] -= 1;
+            if let Some(w) = self.live.remove(&record) {
+                self.live_weight -= w;
+                self.live_weight_sq -= w * w;
             }
             self.purged.insert(record);
         }
     }
 
-    /// Records in the store, scaled to full traffic: each stratum's live records over its
-    /// sample fraction.
+    /// Records in the store, scaled to full traffic: the live records' weights summed.
     pub(super) fn estimated_keys(&self) -> f64 {
-        self.live_count[0] as f64 / self.s_o + self.live_count[1] as f64 / self.s_t
+        self.live_weight.max(0.0)
     }
 }

@@ -69,7 +69,11 @@ pub struct SimReport {
     pub bytes_per_record_measured: Figure,
     pub store_records_steady: Figure,
     pub store_bytes_steady: Figure,
+    /// Calls whose first attempt timed out: what the model calls timed-out calls.
     pub timed_out_per_day: Figure,
+    /// Every attempt that timed out, retries included (no model figure: the model does not
+    /// follow retries that time out again).
+    pub timed_out_attempts_per_day: Figure,
     pub late_after_purge_per_day: Figure,
     pub duplicate_labels_per_day: Figure,
     pub duplicate_cost_per_day: Figure,
@@ -128,7 +132,7 @@ pub fn pool(
     // A record lives its retention plus the sweeper's mean lag, since an expired record waits
     // for the next sweep, half a period on average.
     let life_s = cfg.retention_s() + cfg.sweep_period_s / 2.0;
-    let records = records_figure(runs, s_o, s_t, life_s, &mut notes);
+    let records = records_figure(runs, life_s, &mut notes);
     let store_bytes = store_bytes_figure(&records, &bytes_per_record);
     let unit_w = unit_weight(cfg, s_o, s_t);
     let mut counted = |name: &str, t: &Tally| {
@@ -142,7 +146,8 @@ pub fn pool(
         }
         f
     };
-    let timed_out = counted("timed-out calls", &sum.timed_out);
+    let timed_out = counted("timed-out calls", &sum.timed_out_first);
+    let timed_out_attempts = sum.timed_out.per_day(days, unit_w);
     let late = counted("late arrivals after purge", &sum.late);
     let duplicates = counted("duplicate labels", &sum.duplicates);
     let duplicate_cost = Figure {
@@ -169,6 +174,7 @@ pub fn pool(
         store_records_steady: records,
         store_bytes_steady: store_bytes,
         timed_out_per_day: timed_out,
+        timed_out_attempts_per_day: timed_out_attempts,
         late_after_purge_per_day: late,
         duplicate_labels_per_day: duplicates,
         duplicate_cost_per_day: duplicate_cost,
@@ -209,6 +215,7 @@ fn sum_tallies(runs: &[Tallies]) -> Tallies {
             ),
             (&mut sum.completed_without_label, &t.completed_without_label),
             (&mut sum.timed_out, &t.timed_out),
+            (&mut sum.timed_out_first, &t.timed_out_first),
             (&mut sum.retries, &t.retries),
         ] {
             k.merge(v);

@@ -330,20 +330,18 @@ impl Replay<'_> {
     /// and then its bytes per record.
     fn series_point(&mut self, now: Millis, s: &mut Schedule) -> Result<(), SimError> {
         let keys = self.estimated_keys();
-        let live = self.live_count;
         self.t.series.push(SeriesPoint {
             t_s: now as f64 / 1000.0,
             keys_estimated: keys,
-            keys_replayed: live[0] + live[1],
+            keys_replayed: self.live.len() as u64,
         });
         if now >= s.steady_from {
             self.t.steady_keys_sum += keys;
-            self.t.steady_raw_sum[0] += live[0] as f64;
-            self.t.steady_raw_sum[1] += live[1] as f64;
+            self.t.steady_weight_sq_sum += self.live_weight_sq.max(0.0);
             self.t.steady_points += 1;
         }
         self.t.end_keys = keys;
-        self.t.end_raw = [live[0] as f64, live[1] as f64];
+        self.t.end_weight_sq = self.live_weight_sq.max(0.0);
         if now >= s.next_bpr {
             let (b, n) = bytes_and_records(self.flow.engine())?;
             if b > 0.0 {

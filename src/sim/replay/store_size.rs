@@ -40,13 +40,7 @@ pub fn time_average_variance_factor(n: u64, every_s: f64, life_s: f64) -> f64 {
 
 /// Records in the store: the mean weighted count over the steady window, or, when the run has
 /// none, the store at the end of the arrivals with a note saying it is still growing.
-pub(super) fn records_figure(
-    runs: &[Tallies],
-    s_o: f64,
-    s_t: f64,
-    life_s: f64,
-    notes: &mut Vec<String>,
-) -> Figure {
+pub(super) fn records_figure(runs: &[Tallies], life_s: f64, notes: &mut Vec<String>) -> Figure {
     let steady: Vec<&Tallies> = runs.iter().filter(|t| t.steady_points > 0).collect();
     let k = runs.len().max(1) as f64;
     let (est, var) = if steady.len() == runs.len() && !runs.is_empty() {
@@ -55,14 +49,14 @@ pub(super) fn records_figure(
             .map(|t| t.steady_keys_sum / t.steady_points as f64)
             .sum::<f64>()
             / k;
-        // Each stratum's replayed count is Poisson at any instant (var = mean), scaled by 1/s²,
-        // and averaging over the window divides that by how many independent looks it gets.
+        // Each record's presence is Poisson at any instant (var = mean), scaled by its weight
+        // squared, and averaging over the window divides that by how many independent looks it
+        // gets.
         let var = steady
             .iter()
             .map(|t| {
                 let n = t.steady_points as f64;
-                let instant =
-                    t.steady_raw_sum[0] / n / (s_o * s_o) + t.steady_raw_sum[1] / n / (s_t * s_t);
+                let instant = t.steady_weight_sq_sum / n;
                 instant * time_average_variance_factor(t.steady_points, t.series_every_s, life_s)
             })
             .sum::<f64>()
@@ -76,11 +70,7 @@ pub(super) fn records_figure(
             crate::duration::format_secs(life_s.round())
         ));
         let est = runs.iter().map(|t| t.end_keys).sum::<f64>() / k;
-        let var = runs
-            .iter()
-            .map(|t| t.end_raw[0] / (s_o * s_o) + t.end_raw[1] / (s_t * s_t))
-            .sum::<f64>()
-            / (k * k);
+        let var = runs.iter().map(|t| t.end_weight_sq).sum::<f64>() / (k * k);
         (est, var)
     };
     let half = crate::stats::Z95 * var.sqrt();

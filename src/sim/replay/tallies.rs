@@ -114,20 +114,24 @@ pub struct Tallies {
     pub labels_without_completed_key: Tally,
     /// Records a crash inside txn 2 left completed with a 201 whose label row never committed.
     pub completed_without_label: Tally,
+    /// Every attempt whose deadline passed without a reply, retries included.
     pub timed_out: Tally,
+    /// First attempts only: the model's "timed-out calls", one per intent at most.
+    pub timed_out_first: Tally,
     pub retries: Tally,
     pub outcomes: BTreeMap<(u16, Outcome, Option<String>), Tally>,
     /// Steady-state weighted store size: sum and count of the sampled points, and the mean raw
     /// count for the interval.
     pub steady_keys_sum: f64,
     pub steady_points: u64,
-    /// Sum over the steady points of the replayed records per stratum (ordinary, timed out).
-    pub steady_raw_sum: [f64; 2],
+    /// Sum over the steady points of Σw² over the live records: each record's presence is a
+    /// Poisson count scaled by its weight, so Σw² is the weighted count's variance at a point.
+    pub steady_weight_sq_sum: f64,
     /// Spacing of the series points, for the variance of their average.
     pub series_every_s: f64,
     /// The store at the end of the arrivals, when there is no steady window to average.
     pub end_keys: f64,
-    pub end_raw: [f64; 2],
+    pub end_weight_sq: f64,
     /// Bytes per record measured at points of the steady window (or, failing one, of the
     /// second half of the arrivals).
     pub bytes_per_record_samples: Vec<f64>,

@@ -274,7 +274,7 @@ impl Store for PostgresStore {
                        AND NOT EXISTS (SELECT 1 FROM labels l
                                         WHERE l.label_id = (k.response_body::jsonb ->> 'label_id'))),
                    (SELECT COALESCE(MAX(n), 0) FROM (SELECT count(*) AS n FROM labels
-                      GROUP BY caller_id, order_id, parcel_no, label_version) AS per_parcel)",
+                      GROUP BY order_space, order_id, parcel_no, label_version) AS per_parcel)",
                 &[],
             )
         })?;

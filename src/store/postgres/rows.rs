@@ -62,7 +62,7 @@ pub(super) fn label_row(r: &Row) -> Result<LabelRow, StoreError> {
         tracking_no: r.try_get(4).map_err(corrupt)?,
         cost_cents: r.try_get(5).map_err(corrupt)?,
         created_by_key: r.try_get(6).map_err(corrupt)?,
-        caller_id: r.try_get(7).map_err(corrupt)?,
+        order_space: r.try_get(7).map_err(corrupt)?,
     })
 }
 

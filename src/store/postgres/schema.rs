@@ -9,7 +9,7 @@ use postgres::error::SqlState;
 
 /// Bumped whenever the schema changes; each version's DDL is applied once, in order, and a schema
 /// written by a newer idemcalc is refused rather than misread.
-pub const SCHEMA_VERSION: i32 = 1;
+pub const SCHEMA_VERSION: i32 = 2;
 
 /// Version 1 of the schema. `{s}` is the quoted schema name; `{key}` (the key table's primary
 /// key), `{partitioning}` and `{expires_index}` depend on the sweeper (see [`schema_v1`]). Columns are
@@ -49,6 +49,15 @@ CREATE TABLE {s}.labels (
     CONSTRAINT labels_pkey PRIMARY KEY (label_id),
     CONSTRAINT labels_parcel_version UNIQUE (caller_id, order_id, parcel_no, label_version)
 );
+";
+
+/// Version 2: the labels' tenant column becomes the order space, empty when every caller shares
+/// one (the seed's `UNIQUE (order_id, parcel_no)` across callers), the tenant otherwise
+/// (`engine::OrderSpace`). A rename: rows keep their values, and a store written by version 1
+/// held per-caller order spaces.
+const SCHEMA_V2: &str = "
+ALTER TABLE {s}.labels RENAME COLUMN caller_id TO order_space;
+ALTER TABLE {s}.labels RENAME CONSTRAINT labels_parcel_version TO labels_order_parcel_version;
 ";
 
 /// Version 1's DDL for a sweeper. With partitions, the key table is partitioned by range of
@@ -121,7 +130,7 @@ impl PoolInner {
                 "the schema has version {version}, newer than this idemcalc understands ({SCHEMA_VERSION}); use a newer idemcalc or another schema (?schema=NAME)"
             )));
         }
-        let migrations: [String; 1] = [schema_v1(self.options.sweeper)];
+        let migrations: [String; 2] = [schema_v1(self.options.sweeper), SCHEMA_V2.to_string()];
         for (i, ddl) in migrations.iter().enumerate() {
             let v = i as i32 + 1;
             if v <= version {

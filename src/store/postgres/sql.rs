@@ -13,7 +13,7 @@ pub(super) const KEY_COLUMNS: &str = key_columns!();
 
 macro_rules! label_columns {
     () => {
-        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, caller_id"
+        "label_id, order_id, parcel_no, label_version, tracking_no, cost_cents, created_by_key, order_space"
     };
 }
 pub(super) const LABEL_COLUMNS: &str = label_columns!();
@@ -49,5 +49,5 @@ pub const INSERT_LABEL: &str = concat!(
     "INSERT INTO labels (",
     label_columns!(),
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
-     ON CONFLICT (caller_id, order_id, parcel_no, label_version) DO NOTHING"
+     ON CONFLICT DO NOTHING"
 );

@@ -61,7 +61,10 @@ impl Statements {
             select_label: client.prepare(&format!(
                 "SELECT {LABEL_COLUMNS} FROM labels
                   WHERE order_id = $1 AND parcel_no = $2 AND label_version = $3
-                    AND caller_id = $4"
+                    AND order_space = $4
+                    OR label_id = $5
+                  ORDER BY label_id = $5
+                  LIMIT 1"
             ))?,
             delete_key: client.prepare(
                 "DELETE FROM idempotency_keys

@@ -172,7 +172,7 @@ impl Tx for PgTx<'_> {
                     &l.tracking_no,
                     &l.cost_cents,
                     &l.created_by_key,
-                    &l.caller_id,
+                    &l.order_space,
                 ],
             )
             .map_err(|e| self.err(e))?;
@@ -184,7 +184,13 @@ impl Tx for PgTx<'_> {
         let row = client
             .query_one(
                 &st.select_label,
-                &[&l.order_id, &l.parcel_no, &l.label_version, &l.caller_id],
+                &[
+                    &l.order_id,
+                    &l.parcel_no,
+                    &l.label_version,
+                    &l.order_space,
+                    &l.label_id,
+                ],
             )
             .map_err(|e| self.err(e))?;
         label_row(&row).map(Some)
