@@ -21,9 +21,9 @@ use crate::sim::replay::Figure;
 use crate::traffic::RetryDelay;
 use serde::Serialize;
 
-const TEMPLATE: &str = include_str!("templates/report.html.j2");
-const CSS: &str = include_str!("templates/report.css");
-const SCRIPT: &str = include_str!("templates/report.js");
+const TEMPLATE: &str = include_str!("../templates/report.html.j2");
+const CSS: &str = include_str!("../templates/report.css");
+const SCRIPT: &str = include_str!("../templates/report.js");
 
 #[derive(Debug, thiserror::Error)]
 pub enum HtmlError {
