@@ -9,6 +9,7 @@
 pub mod compare;
 pub mod plan;
 pub mod results;
+pub mod whatif;
 
 use crate::store::{Slot, StoreOptions, Stores, Sweeper};
 pub use plan::{JobPlan, Plan};
@@ -409,7 +410,8 @@ pub fn compare_stores(
     Ok(rows)
 }
 
-/// Assembles the summary and collects the broken budgets.
+/// Assembles the summary, collects the broken budgets and evaluates where the report's what-if
+/// panel starts.
 pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) -> Summary {
     let broken_budgets = scenarios
         .iter()
@@ -439,6 +441,7 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
             recommendation: d.clone(),
         })
     });
+    let whatif = whatif::start(&scenarios, decision.as_ref());
     Summary {
         schema_version: SCHEMA_VERSION,
         tool: Tool::default(),
@@ -449,6 +452,7 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
         broken_budgets,
         bench,
         interrupted,
+        whatif,
     }
 }
 

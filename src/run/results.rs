@@ -5,11 +5,12 @@
 //! Invariant: nothing here holds a wall-clock time or a temporary path, so the same scenarios
 //! and seeds give a byte-identical `summary.json` (CI diffs it).
 
-use crate::decision::Recommendation;
-use crate::model::Estimate;
+use crate::decision::{Choice, Recommendation, Targets};
+use crate::model::{Estimate, Figures, ModelParams};
 use crate::scenario::Budgets;
 use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
 use crate::sim::timeline::TimelineReport;
+use crate::traffic::RetryDelay;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -37,6 +38,33 @@ pub struct Summary {
     pub bench: Option<BenchResults>,
     /// A run was stopped by Ctrl-C: its figures cover only part of the simulated time.
     pub interrupted: bool,
+    /// Where the report's what-if panel starts. Only the page shows it, and it can be rebuilt
+    /// from the fields above, so it stays out of the JSON.
+    #[serde(skip)]
+    pub whatif: WhatIfStart,
+}
+
+/// Where the report's "What if?" panel starts, with the model and the decision rule evaluated
+/// there once (by [`super::whatif::start`]): the page only formats these, and its script
+/// checks at load that it reproduces them.
+#[derive(Debug, Clone)]
+pub struct WhatIfStart {
+    /// The scenario the panel starts from; `None` when nothing was simulated and it starts from
+    /// the seed's figures.
+    pub scenario: Option<String>,
+    /// The model's inputs, at the bytes per record the headline's scenario measured.
+    pub params: ModelParams,
+    pub retry: RetryDelay,
+    pub targets: Targets,
+    /// The payload's mean sizes: the panel's size controls move the bytes per record by the
+    /// change they make, so at the start the measured figure stands.
+    pub key_bytes: f64,
+    pub response_bytes: f64,
+    pub estimate: Estimate,
+    /// `None` when a formula fails at these inputs; the page then shows the inputs alone.
+    pub figures: Option<Figures>,
+    /// The decision without the bytes-per-record interval, which the panel does not move.
+    pub decision: Option<Choice>,
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -10,15 +10,14 @@
 use super::charts::{self, Bar, KeyLine, RatePalette, SimPoint, TradeoffRow, Window};
 use super::vocabulary::{self, Quantity, budget_label, budget_value, show};
 use super::{RunResult, ScenarioResult, Status, Summary};
-use crate::decision::{Choice, Recommendation, Targets};
+use crate::decision::{Choice, Recommendation};
 use crate::format::{
     human_bytes, human_count, human_duration, latency, percent, rate_per_s, significant, thousands,
     usd,
 };
 use crate::model::{self, ModelParams};
-use crate::run::results::ScenarioKind;
+use crate::run::results::{ScenarioKind, WhatIfStart};
 use crate::sim::replay::Figure;
-use crate::traffic::RetryDelay;
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("../templates/report.html.j2");
@@ -354,14 +353,6 @@ const TARGET: &str = "max_duplicates_per_day";
 const KEY: &str = "key_bytes";
 const RESPONSE: &str = "response_bytes";
 
-/// Where the what-if panel starts: the model's inputs, the decision's targets and the payload
-/// sizes the run had.
-struct Start {
-    targets: Targets,
-    key_bytes: f64,
-    response_bytes: f64,
-}
-
 /// The figures the panel recomputes, in the order shown.
 const OUTPUTS: &[(&str, &str, Quantity, bool)] = &[
     (
@@ -433,12 +424,12 @@ const OUTPUTS: &[(&str, &str, Quantity, bool)] = &[
 ];
 
 /// A control's starting value: a model input, or the decision's duplicates target.
-fn own_value(p: &ModelParams, start: &Start, name: &str) -> f64 {
+fn own_value(start: &WhatIfStart, name: &str) -> f64 {
     match name {
         TARGET => start.targets.max_duplicates_per_day,
         KEY => start.key_bytes,
         RESPONSE => start.response_bytes,
-        _ => param(p, name),
+        _ => param(&start.params, name),
     }
 }
 
@@ -461,42 +452,30 @@ fn control_values(values: &[f64], own: f64) -> Vec<f64> {
 
 /// The data the page's script needs: the model's formulas exactly as Rust evaluates them, the
 /// distribution, the starting inputs, and values to check its own formatting and arithmetic
-/// against at load.
-fn model_json(
-    base: &ModelParams,
-    start: &Start,
-    dist: &RetryDelay,
-    sims: &[SimPoint],
-) -> Result<String, HtmlError> {
+/// against at load (the ones `run` evaluated at the start).
+fn model_json(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, HtmlError> {
+    let base = &start.params;
+    let dist = &start.retry;
     let mut json = model::formulas_json();
     let controls: Vec<serde_json::Value> = CONTROLS
         .iter()
         .map(|(name, label, _, kind, values)| {
             serde_json::json!({
                 "name": name, "label": label, "kind": kind,
-                "values": control_values(values, own_value(base, start, name)),
+                "values": control_values(values, own_value(start, name)),
             })
         })
         .collect();
     // The decision the script must reproduce at the starting inputs (without the
     // bytes-per-record interval, which the panel does not move).
-    let decided = crate::decision::decide(
-        base,
-        dist,
-        &crate::decision::DecisionInputs {
-            targets: start.targets,
-            ..Default::default()
-        },
-    )
-    .ok()
-    .and_then(|r| r.recommended.map(|c| c.retention_s));
+    let decided = start.decision.as_ref().map(|c| c.retention_s);
     let targets = &start.targets;
     let outputs: Vec<serde_json::Value> = OUTPUTS
         .iter()
         .map(|(name, _, kind, _)| serde_json::json!({"name": name, "kind": kind}))
         .collect();
-    let figures = model::figures(base, dist).ok();
-    let estimate = model::estimate(base, dist);
+    let figures = start.figures;
+    let estimate = &start.estimate;
     // Values whose formatting the script must reproduce exactly: the run's figures, and the
     // edge cases of rounding (exact ties, unit boundaries).
     let mut checks: Vec<(Quantity, f64)> = Vec::new();
@@ -1303,8 +1282,6 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             .iter()
             .flat_map(|s| s.runs.iter().map(|r| r.rate_per_s)),
     );
-    // The page starts from the decision's scenario (the first sizing one), at the bytes per
-    // record it measured, so the what-if panel and the headline size the same store.
     let decided = summary.decision.as_ref().and_then(|d| {
         summary
             .scenarios
@@ -1312,41 +1289,20 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             .find(|s| s.name == d.scenario)
             .map(|s| (s, &d.recommendation))
     });
-    let primary = decided
-        .and_then(|(s, _)| s.runs.first().map(|r| (s, r)))
-        .or_else(|| {
-            summary
-                .scenarios
-                .iter()
-                .find_map(|s| s.runs.first().map(|r| (s, r)))
-        });
-    let dist = primary.map_or_else(RetryDelay::seed, |(_, r)| r.model.retry_delay.clone());
-    let mut base = primary.map_or(model::SEED, |(_, r)| r.model.params);
-    if let Some((_, rec)) = decided {
-        base.bytes_per_record = rec.bytes_per_record;
-        // The page decides with its carrier-window control: a decision on our keys alone
-        // (`without_carrier_window`) starts it at none, so both rules give the same answer.
-        if !rec.count_carrier_window {
-            base.carrier_window_s = 0.0;
-        }
-    }
-    let targets = decided.map_or_else(Targets::default, |(_, r)| r.targets);
-    let payload = primary
-        .map(|(_, r)| r.config.engine.payload.clone())
-        .unwrap_or_default();
-    let start = Start {
-        targets,
-        key_bytes: payload.key_bytes.mean_bytes(),
-        response_bytes: payload.response_bytes.mean_bytes(),
-    };
-    let base_estimate = model::estimate(&base, &dist);
-    let base_figures = model::figures(&base, &dist).ok();
+    // The what-if panel starts where `run::whatif` evaluated the model and the decision: the
+    // decision's scenario at the bytes per record it measured, so the panel and the headline
+    // size the same store.
+    let start = &summary.whatif;
+    let base = start.params;
+    let dist = &start.retry;
+    let base_estimate = &start.estimate;
+    let base_figures = start.figures;
 
     // What if?
     let controls = CONTROLS
         .iter()
         .map(|(name, label, unit, kind, values)| {
-            let own = own_value(&base, &start, name);
+            let own = own_value(start, name);
             let values = control_values(values, own);
             let index = values
                 .iter()
@@ -1400,20 +1356,14 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             cost: triple(&r.figures.total_cost_per_day),
         })
         .collect();
-    let start_decision = crate::decision::decide(
-        &base,
-        &dist,
-        &crate::decision::DecisionInputs {
-            targets,
-            ..Default::default()
-        },
-    )
-    .ok()
-    .and_then(|r| r.recommended);
+    let start_decision = &start.decision;
     let whatif = WhatIf {
         context: format!(
             "Starting from {}: {}, {} per record, carrier window {}.",
-            primary.map_or("the seed's figures".to_string(), |(s, _)| s.name.clone()),
+            start
+                .scenario
+                .clone()
+                .unwrap_or_else(|| "the seed's figures".to_string()),
             rate_per_s(base.rate_per_s),
             human_bytes(base.bytes_per_record),
             human_duration(base.carrier_window_s)
@@ -1441,7 +1391,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         ),
         tradeoff_table: DataTable {
             head: vec!["Retention", "Store size", "Duplicate labels", "Daily cost"],
-            rows: sweep_rows(&base_estimate)
+            rows: sweep_rows(base_estimate)
                 .iter()
                 .map(|r| {
                     vec![
@@ -1454,7 +1404,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
                 .collect(),
         },
         tradeoff_svg: svg_or_note(charts::tradeoff(
-            &sweep_rows(&base_estimate),
+            &sweep_rows(base_estimate),
             base.retention_s,
             base_estimate.cheapest_retention_s,
             primary_colour,
@@ -1500,7 +1450,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         table: Some(retry_table),
         id: "chart-retry",
         title: "How late do retries arrive?".into(),
-        svg: svg_or_note(charts::retry_cdf(&dist, &windows)),
+        svg: svg_or_note(charts::retry_cdf(dist, &windows)),
         note: format!(
             "The seed's illustrative table as points, interpolated linearly in log-time; below {} the mass is spread log-uniformly from {}, after {} it runs out at {}. A retry later than a purge line finds its key gone: at {} that is {} of timed-out calls, {} a day.",
             human_duration(dist.points()[0].0),
@@ -1511,7 +1461,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             human_duration(dist.points().last().map_or(0.0, |p| p.0)),
             human_duration(dist.max_horizon_s()),
             human_duration(base.retention_s),
-            percent(dist.survival(base.retention_s)),
+            percent(base_estimate.late_after_purge_fraction),
             human_count(base_estimate.late_after_purge_per_day),
         ),
     });
@@ -1747,7 +1697,7 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
         page => minijinja::Value::from(minijinja::value::Serde(&page)),
         css => minijinja::Value::from_safe_string(CSS.to_string()),
         script => minijinja::Value::from_safe_string(SCRIPT.to_string()),
-        model_json => minijinja::Value::from_safe_string(model_json(&base, &start, &dist, &sim_points)?),
+        model_json => minijinja::Value::from_safe_string(model_json(start, &sim_points)?),
     })?;
     Ok(html)
 }
@@ -1779,17 +1729,7 @@ mod tests {
 
     #[test]
     fn embedded_json_cannot_close_the_script() {
-        let j = model_json(
-            &model::SEED,
-            &Start {
-                targets: Targets::default(),
-                key_bytes: 36.0,
-                response_bytes: 300.0,
-            },
-            &RetryDelay::seed(),
-            &[],
-        )
-        .unwrap();
+        let j = model_json(&crate::run::whatif::start(&[], None), &[]).unwrap();
         assert!(!j.contains('<'));
         let v: serde_json::Value = serde_json::from_str(&j).unwrap();
         assert_eq!(
