@@ -1,0 +1,259 @@
+//! The charts across scenarios, each with the table of its values: how late retries arrive
+//! against the purge lines, keys in the store over time, measured bytes per record, and the
+//! engine bench when one was given.
+
+use super::{DataTable, rough_duration, svg_or_note};
+use crate::format::{
+    human_bytes, human_count, human_duration, latency, percent, rate_per_s, significant, thousands,
+};
+use crate::report::charts::{self, Bar, KeyLine, RatePalette, Window};
+use crate::run::results::{BenchResults, Summary, WhatIfStart};
+use crate::traffic::Head;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct ChartView {
+    id: &'static str,
+    title: String,
+    svg: String,
+    note: String,
+    table: Option<DataTable>,
+}
+
+/// Every chart that has something to draw, in the page's order.
+pub(super) fn charts(
+    summary: &Summary,
+    start: &WhatIfStart,
+    palette: &RatePalette,
+) -> Vec<ChartView> {
+    let mut out = vec![retry_chart(summary, start)];
+    out.extend(keys_chart(summary, palette));
+    out.extend(bytes_chart(summary, start, palette));
+    if let Some(bench) = &summary.bench {
+        out.push(bench_chart(bench, start, palette));
+    }
+    out
+}
+
+/// The purge lines on the retry chart: each retention a run kept keys for, the shortest in
+/// red; the panel's starting retention when nothing was simulated.
+fn windows(summary: &Summary, start: &WhatIfStart) -> Vec<Window> {
+    let mut windows: Vec<Window> = Vec::new();
+    for s in &summary.scenarios {
+        for r in &s.runs {
+            if !windows.iter().any(|w| w.seconds == r.retention_s) {
+                windows.push(Window {
+                    seconds: r.retention_s,
+                    label: format!("{} purge", human_duration(r.retention_s)),
+                    colour: if windows.is_empty() {
+                        charts::BAD
+                    } else {
+                        charts::MUTED
+                    },
+                });
+            }
+        }
+    }
+    windows.sort_by(|a, b| a.seconds.total_cmp(&b.seconds));
+    if windows.is_empty() {
+        windows.push(Window {
+            seconds: start.params.retention_s,
+            label: format!("{} purge", human_duration(start.params.retention_s)),
+            colour: charts::BAD,
+        });
+    }
+    windows
+}
+
+fn retry_chart(summary: &Summary, start: &WhatIfStart) -> ChartView {
+    let dist = &start.retry;
+    let retention_s = start.params.retention_s;
+    let retry_table = DataTable {
+        head: vec!["Delay after the first attempt", "Share of retries arrived"],
+        rows: dist
+            .points()
+            .iter()
+            .map(|(t, c)| vec![human_duration(*t), percent(*c)])
+            .collect(),
+    };
+    ChartView {
+        table: Some(retry_table),
+        id: "chart-retry",
+        title: "How late do retries arrive?".into(),
+        svg: svg_or_note(charts::retry_cdf(dist, &windows(summary, start))),
+        note: format!(
+            "The seed's illustrative table as points, interpolated linearly in log-time; below {} the mass is spread log-uniformly from {}, after {} it runs out at {}. A retry later than a purge line finds its key gone: at {} that is {} of timed-out calls, {} a day.",
+            human_duration(dist.points()[0].0),
+            match dist.head() {
+                Head::LogUniform { min_delay_s } => human_duration(min_delay_s),
+                Head::AtFirstPoint => human_duration(dist.points()[0].0),
+            },
+            human_duration(dist.points().last().map_or(0.0, |p| p.0)),
+            human_duration(dist.max_horizon_s()),
+            human_duration(retention_s),
+            percent(start.estimate.late_after_purge_fraction),
+            human_count(start.estimate.late_after_purge_per_day),
+        ),
+    }
+}
+
+/// Keys over time, one line per rate (the first scenario at that rate); none without runs.
+fn keys_chart(summary: &Summary, palette: &RatePalette) -> Option<ChartView> {
+    let mut seen_rates: Vec<f64> = Vec::new();
+    let mut lines = Vec::new();
+    for s in &summary.scenarios {
+        for r in s.runs.iter().take(1) {
+            if seen_rates.contains(&r.rate_per_s) {
+                continue;
+            }
+            seen_rates.push(r.rate_per_s);
+            lines.push(KeyLine {
+                label: format!("{} ({})", rate_per_s(r.rate_per_s), s.name),
+                colour: palette.colour(r.rate_per_s),
+                points: r
+                    .sim
+                    .series
+                    .iter()
+                    .map(|p| (p.t_s, p.keys_estimated))
+                    .collect(),
+                retention_s: r.retention_s,
+            });
+        }
+    }
+    if lines.is_empty() {
+        return None;
+    }
+    let rows = lines
+        .iter()
+        .flat_map(|l| {
+            charts::downsample(&l.points, 9)
+                .into_iter()
+                .map(|(t, k)| vec![l.label.clone(), rough_duration(t), human_count(k)])
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    Some(ChartView {
+        table: Some(DataTable {
+            head: vec!["Run", "Simulated time", "Keys in the store"],
+            rows,
+        }),
+        id: "chart-keys",
+        title: "Keys in the store over simulated time".into(),
+        svg: svg_or_note(charts::keys_over_time(&lines, true, (1000, 300))),
+        note: "Records in the store, scaled to full traffic, one line per rate (the first scenario at that rate). The store fills for one retention, then the sweeper purges what expired and it levels off; the zooms show two hours of that steady state, where keys pile up between sweeps and each sweep cuts them back.".into(),
+    })
+}
+
+/// Measured bytes per record of every run against the model's assumption; none without runs.
+fn bytes_chart(summary: &Summary, start: &WhatIfStart, palette: &RatePalette) -> Option<ChartView> {
+    let bpr: Vec<Bar> = summary
+        .scenarios
+        .iter()
+        .flat_map(|s| s.runs.iter().map(move |r| (s, r)))
+        .map(|(s, r)| {
+            let f = &r.figures.bytes_per_record;
+            let label = if s.runs.len() > 1 {
+                format!("{} ({})", s.name, r.retention)
+            } else {
+                s.name.clone()
+            };
+            Bar {
+                label: label.clone(),
+                value: f.estimate,
+                interval: (f.ci95_high > f.ci95_low).then_some((f.ci95_low, f.ci95_high)),
+                colour: palette.colour(r.rate_per_s),
+                hover: format!(
+                    "{label}: {} per record measured (model assumes {})",
+                    human_bytes(f.estimate.round()),
+                    human_bytes(f.analytic)
+                ),
+                text: human_bytes(f.estimate.round()),
+            }
+        })
+        .collect();
+    if bpr.is_empty() {
+        return None;
+    }
+    let assumed = start.params.bytes_per_record;
+    Some(ChartView {
+        table: Some(DataTable {
+            head: vec!["Run", "Bytes per record"],
+            rows: bpr.iter().map(|b| vec![b.label.clone(), b.text.clone()]).collect(),
+        }),
+        id: "chart-bytes",
+        title: "Measured against assumed bytes per record".into(),
+        svg: svg_or_note(charts::bars(
+            "bytes_per_record",
+            &bpr,
+            "Bytes per key record, rows and both indexes (SQLite)",
+            false,
+            &|v| human_bytes(v),
+            Some((assumed, format!("assumed {}", human_bytes(assumed)))),
+            1000,
+        )),
+        note: "What one key record takes in the simulated SQLite store (row plus primary-key and expires_at indexes, from dbstat) at the end of the arrivals, against the seed's ~512 B assumption. Pass the measured figure to `idemcalc estimate --bytes-per-record` to size a store like this one; a PostgreSQL row carries more overhead.".into(),
+    })
+}
+
+/// Engine throughput from `idemcalc bench`, with and without keys, against the peak rate.
+fn bench_chart(bench: &BenchResults, start: &WhatIfStart, palette: &RatePalette) -> ChartView {
+    let bars = bench_bars(bench, palette.colour(start.params.rate_per_s));
+    let peak = start.params.peak_rate_per_s;
+    ChartView {
+        table: Some(DataTable {
+            head: vec!["Run", "Creates per second"],
+            rows: bars.iter().map(|b| vec![b.label.clone(), b.text.clone()]).collect(),
+        }),
+        id: "chart-bench",
+        title: "Engine throughput (from idemcalc bench)".into(),
+        svg: svg_or_note(charts::bars("bench", &bars, "Label creates per second", false, &|v| thousands(v), Some((peak, format!("peak {}", rate_per_s(peak)))), 1000)),
+        note: "Creates per second the engine sustained in `idemcalc bench`, with the idempotency layer and without it; the red line is the peak rate the store must take.".into(),
+    }
+}
+
+fn bench_bars(bench: &BenchResults, colour: charts::Rgb) -> Vec<Bar> {
+    let mut bars = Vec::new();
+    for row in &bench.results {
+        if let Some(v) = row.creates_per_s {
+            bars.push(Bar {
+                label: format!("{} with keys", row.name),
+                value: v,
+                interval: None,
+                colour,
+                hover: format!(
+                    "{}: {} creates/s with keys{}{}",
+                    row.name,
+                    thousands(v),
+                    row.p50_us
+                        .map(|p| format!(", p50 {}", latency(p.round() as u64)))
+                        .unwrap_or_default(),
+                    row.p99_us
+                        .map(|p| format!(", p99 {}", latency(p.round() as u64)))
+                        .unwrap_or_default()
+                ),
+                text: format!(
+                    "{}/s{}",
+                    thousands(v),
+                    row.overhead_ratio
+                        .map(|o| format!(" (×{} overhead)", significant(o, 3)))
+                        .unwrap_or_default()
+                ),
+            });
+        }
+        if let Some(v) = row.baseline_creates_per_s {
+            bars.push(Bar {
+                label: format!("{} without keys", row.name),
+                value: v,
+                interval: None,
+                colour: charts::MUTED,
+                hover: format!(
+                    "{}: {} creates/s without the idempotency layer",
+                    row.name,
+                    thousands(v)
+                ),
+                text: format!("{}/s", thousands(v)),
+            });
+        }
+    }
+    bars
+}

@@ -1,0 +1,427 @@
+//! The "What if?" panel as the page shows it before any script runs: its controls at the
+//! run's own values, the figures they give and the trade-off over retentions, all formatted
+//! from the start `run` evaluated ([`WhatIfStart`]). The script then moves the same controls
+//! (see [`super::script`]).
+
+use super::{DataTable, svg_or_note};
+use crate::format::{human_bytes, human_count, human_duration, rate_per_s};
+use crate::model::{self, ModelParams};
+use crate::report::charts::{self, RatePalette, SimPoint, TradeoffRow};
+use crate::report::vocabulary::{Quantity, show};
+use crate::run::results::{RunResult, ScenarioKind, Summary, WhatIfStart};
+use crate::sim::replay::Figure;
+use serde::Serialize;
+
+#[derive(Debug, Clone, Serialize)]
+struct Control {
+    name: &'static str,
+    label: &'static str,
+    unit: &'static str,
+    max_index: usize,
+    index: usize,
+    text: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Output {
+    name: &'static str,
+    label: &'static str,
+    text: String,
+    value: f64,
+    big: bool,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(super) struct WhatIf {
+    context: String,
+    controls: Vec<Control>,
+    outputs: Vec<Output>,
+    cheapest: String,
+    cheapest_cost: String,
+    /// The decision rule at the panel's starting inputs (no bytes-per-record interval).
+    decision: String,
+    decision_note: String,
+    tradeoff_svg: String,
+    tradeoff_table: DataTable,
+}
+
+/// The controls of the "What if?" panel: each steps through values people configure, plus the
+/// run's own value. `name` is the model input it sets; the page reads `#retention=259200`
+/// style URL fragments with the `param` names below.
+pub(super) const CONTROLS: &[(&str, &str, &str, Quantity, &[f64])] = &[
+    (
+        "retention_s",
+        "Retention",
+        "",
+        Quantity::Duration,
+        model::SWEEP_RETENTIONS_S,
+    ),
+    (
+        "rate_per_s",
+        "Average rate",
+        "calls/s",
+        Quantity::Rate,
+        &[
+            50.0, 100.0, 200.0, 400.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 3_000.0, 5_000.0, 10_000.0,
+        ],
+    ),
+    (
+        "label_price_usd",
+        "Label price",
+        "per label",
+        Quantity::Usd,
+        &[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 15.0, 20.0],
+    ),
+    (
+        "storage_usd_per_gb_month",
+        "Storage price",
+        "per GB-month",
+        Quantity::Usd,
+        &[0.02, 0.05, 0.08, 0.10, 0.115, 0.15, 0.20, 0.25, 0.50, 1.00],
+    ),
+    (
+        "timeout_fraction",
+        "Calls that time out",
+        "",
+        Quantity::Percent,
+        &[
+            0.0001, 0.0002, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05,
+        ],
+    ),
+    (
+        "done_fraction",
+        "Of those, already done",
+        "",
+        Quantity::Percent,
+        &[0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0],
+    ),
+    (
+        "bytes_per_record",
+        "Bytes per record",
+        "measured by default",
+        Quantity::Bytes,
+        &[
+            150.0, 200.0, 300.0, 400.0, 512.0, 600.0, 800.0, 1_000.0, 1_500.0, 2_000.0, 4_000.0,
+            5_000.0,
+        ],
+    ),
+    (
+        "carrier_window_s",
+        "Carrier's key window",
+        "",
+        Quantity::Duration,
+        &[0.0, 3_600.0, 21_600.0, 86_400.0, 259_200.0, 604_800.0],
+    ),
+    (
+        "replicas",
+        "Copies of the store",
+        "primary + standbys",
+        Quantity::Count,
+        &[1.0, 2.0, 3.0, 4.0, 5.0],
+    ),
+    (
+        KEY,
+        "Key size",
+        "mean",
+        Quantity::Bytes,
+        &[16.0, 36.0, 64.0, 128.0, 255.0],
+    ),
+    (
+        RESPONSE,
+        "Saved response size",
+        "mean",
+        Quantity::Bytes,
+        &[100.0, 300.0, 600.0, 1_000.0, 2_000.0, 4_000.0],
+    ),
+    (
+        TARGET,
+        "Duplicates target",
+        "at most",
+        Quantity::PerDay,
+        &[
+            1.0 / 365.0,
+            1.0 / 30.0,
+            1.0 / 7.0,
+            1.0,
+            10.0,
+            100.0,
+            300.0,
+            1_000.0,
+        ],
+    ),
+];
+
+/// The one control that is a decision target, not a model input.
+pub(super) const TARGET: &str = "max_duplicates_per_day";
+
+/// The controls that are payload sizes, not model inputs: the page moves the bytes per record by
+/// the change they make to `model::record_bytes` (key + hash + response + overhead), starting
+/// from the run's own sizes, so at the start the measured bytes per record stands unchanged.
+pub(super) const KEY: &str = "key_bytes";
+pub(super) const RESPONSE: &str = "response_bytes";
+
+/// The figures the panel recomputes, in the order shown.
+pub(super) const OUTPUTS: &[(&str, &str, Quantity, bool)] = &[
+    (
+        "bytes_per_record",
+        "Bytes per record used",
+        Quantity::Bytes,
+        false,
+    ),
+    (
+        "store_bytes",
+        "Store size at average load",
+        Quantity::Bytes,
+        true,
+    ),
+    (
+        "duplicate_labels_per_day",
+        "Duplicate labels with keys",
+        Quantity::PerDay,
+        true,
+    ),
+    (
+        "total_cost_per_day",
+        "Total daily cost with keys",
+        Quantity::UsdPerDay,
+        true,
+    ),
+    (
+        "peak_store_bytes",
+        "Worst case, peak all day",
+        Quantity::Bytes,
+        false,
+    ),
+    (
+        "late_after_purge_per_day",
+        "Retries after the purge",
+        Quantity::PerDay,
+        false,
+    ),
+    (
+        "storage_cost_per_day",
+        "Storage cost",
+        Quantity::UsdPerDay,
+        false,
+    ),
+    (
+        "duplicate_cost_per_day",
+        "Duplicate labels cost",
+        Quantity::UsdPerDay,
+        false,
+    ),
+    (
+        "duplicates_without_keys_per_day",
+        "Duplicates without keys",
+        Quantity::PerDay,
+        false,
+    ),
+    (
+        "duplicate_cost_without_keys_per_day",
+        "Cost without keys",
+        Quantity::UsdPerDay,
+        false,
+    ),
+    (
+        "saving_per_day",
+        "What the keys save",
+        Quantity::UsdPerDay,
+        false,
+    ),
+];
+
+/// A control's starting value: a model input, or the decision's duplicates target.
+pub(super) fn own_value(start: &WhatIfStart, name: &str) -> f64 {
+    match name {
+        TARGET => start.targets.max_duplicates_per_day,
+        KEY => start.key_bytes,
+        RESPONSE => start.response_bytes,
+        _ => param(&start.params, name),
+    }
+}
+
+fn param(p: &ModelParams, name: &str) -> f64 {
+    p.values()
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map_or(f64::NAN, |v| v.1)
+}
+
+/// A control's values with the run's own merged in, sorted.
+pub(super) fn control_values(values: &[f64], own: f64) -> Vec<f64> {
+    let mut v: Vec<f64> = values.to_vec();
+    if own.is_finite() && !v.iter().any(|x| (x - own).abs() <= own.abs() * 1e-12) {
+        v.push(own);
+    }
+    v.sort_by(f64::total_cmp);
+    v
+}
+
+/// The panel at its start: controls at the run's values, the figures there, the decision and
+/// the trade-off chart with the simulated runs on it.
+pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[SimPoint]) -> WhatIf {
+    let base = &start.params;
+    let estimate = &start.estimate;
+    WhatIf {
+        context: format!(
+            "Starting from {}: {}, {} per record, carrier window {}.",
+            start
+                .scenario
+                .clone()
+                .unwrap_or_else(|| "the seed's figures".to_string()),
+            rate_per_s(base.rate_per_s),
+            human_bytes(base.bytes_per_record),
+            human_duration(base.carrier_window_s)
+        ),
+        controls: controls(start),
+        outputs: outputs(start),
+        cheapest: human_duration(estimate.cheapest_retention_s),
+        cheapest_cost: show(Quantity::UsdPerDay, estimate.cheapest_total_cost_per_day),
+        decision: start
+            .decision
+            .as_ref()
+            .map_or_else(|| "none".to_string(), |c| c.retention.clone()),
+        decision_note: start.decision.as_ref().map_or_else(
+            || "no retention up to the horizon meets the target and the budgets".to_string(),
+            |c| {
+                format!(
+                    "{} per copy, {} duplicates/day, {}",
+                    human_bytes(c.store_bytes),
+                    human_count(c.duplicate_labels_per_day),
+                    show(Quantity::UsdPerDay, c.total_cost_per_day)
+                )
+            },
+        ),
+        tradeoff_table: tradeoff_table(estimate),
+        tradeoff_svg: svg_or_note(charts::tradeoff(
+            &sweep_rows(estimate),
+            base.retention_s,
+            estimate.cheapest_retention_s,
+            palette.colour(base.rate_per_s),
+            sim_points,
+        )),
+    }
+}
+
+/// Each control with the run's own value selected.
+fn controls(start: &WhatIfStart) -> Vec<Control> {
+    CONTROLS
+        .iter()
+        .map(|(name, label, unit, kind, values)| {
+            let own = own_value(start, name);
+            let values = control_values(values, own);
+            let index = values
+                .iter()
+                .position(|v| (v - own).abs() <= own.abs() * 1e-12)
+                .unwrap_or(0);
+            Control {
+                name,
+                label,
+                unit,
+                max_index: values.len().saturating_sub(1),
+                index,
+                text: show(*kind, own),
+            }
+        })
+        .collect()
+}
+
+/// The model's figures at the start, or the input of the same name (bytes per record).
+fn outputs(start: &WhatIfStart) -> Vec<Output> {
+    OUTPUTS
+        .iter()
+        .map(|(name, label, kind, big)| {
+            let v = start
+                .figures
+                .and_then(|f| f.get(name))
+                .unwrap_or_else(|| param(&start.params, name));
+            Output {
+                name,
+                label,
+                text: show(*kind, v),
+                value: v,
+                big: *big,
+            }
+        })
+        .collect()
+}
+
+fn tradeoff_table(e: &model::Estimate) -> DataTable {
+    DataTable {
+        head: vec!["Retention", "Store size", "Duplicate labels", "Daily cost"],
+        rows: sweep_rows(e)
+            .iter()
+            .map(|r| {
+                vec![
+                    human_duration(r.retention_s),
+                    human_bytes(r.store_bytes),
+                    show(Quantity::PerDay, r.duplicates_per_day),
+                    show(Quantity::UsdPerDay, r.total_cost_per_day),
+                ]
+            })
+            .collect(),
+    }
+}
+
+fn sweep_rows(e: &model::Estimate) -> Vec<TradeoffRow> {
+    e.retention_sweep
+        .iter()
+        .map(|r| TradeoffRow {
+            retention_s: r.retention_s,
+            store_bytes: r.store_bytes,
+            duplicates_per_day: r.duplicate_labels_per_day,
+            storage_cost_per_day: r.storage_cost_per_day,
+            duplicate_cost_per_day: r.duplicate_cost_per_day,
+            total_cost_per_day: r.total_cost_per_day,
+        })
+        .collect()
+}
+
+/// The simulated runs to put on the trade-off. Only sizing runs at the panel's starting
+/// traffic are comparable points: a failure demonstration (a short lease, say) would sit on
+/// the line while measuring something else.
+pub(super) fn sim_points(summary: &Summary, base: &ModelParams) -> Vec<SimPoint> {
+    summary
+        .scenarios
+        .iter()
+        .filter(|s| s.kind == ScenarioKind::Sizing)
+        .flat_map(|s| s.runs.iter())
+        .filter(|r| {
+            let p = &r.model.params;
+            p.rate_per_s == base.rate_per_s
+                && p.timeout_fraction == base.timeout_fraction
+                && p.done_fraction == base.done_fraction
+                && p.carrier_window_s == base.carrier_window_s
+                && r.deviations_free()
+        })
+        .map(|r| SimPoint {
+            retention_s: r.retention_s,
+            store: triple(&r.figures.store_bytes),
+            duplicates: triple(&r.figures.duplicate_labels_per_day),
+            cost: triple(&r.figures.total_cost_per_day),
+        })
+        .collect()
+}
+
+fn triple(f: &Figure) -> (f64, f64, f64) {
+    (f.ci95_low, f.estimate, f.ci95_high)
+}
+
+impl RunResult {
+    /// No failure switch is on: the run is the seed's design, comparable with the model.
+    fn deviations_free(&self) -> bool {
+        crate::sim::deviations::deviations(&self.config, true).is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_include_the_runs_own_value() {
+        let v = control_values(&[1.0, 3.0], 2.0);
+        assert_eq!(v, vec![1.0, 2.0, 3.0]);
+        assert_eq!(control_values(&[1.0, 3.0], 3.0), vec![1.0, 3.0]);
+    }
+}
