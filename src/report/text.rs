@@ -66,14 +66,31 @@ fn store_working(keys_per_day: f64, retention_s: f64, bytes_per_record: f64) -> 
     )
 }
 
-/// The three tables of the seed's "In practice" section, then the retention sweep.
+/// The three tables of the seed's "In practice" section, then the retention sweep: one step
+/// per section, in the seed's order.
 pub fn estimate(e: &Estimate, source: &str) -> String {
-    let p = &e.params;
     let mut out = String::new();
-    let pair = |a: &str, b: String| vec![a.to_string(), b];
-    let left_right = [Align::Left, Align::Left, Align::Right];
+    out.push_str(&store_size(e));
+    out.push_str(&without_keys(e));
+    out.push_str(&with_keys(e));
+    out.push_str(&format!("\nHow late do retries arrive? ({source})\n\n"));
+    out.push_str(&late_table(e));
+    out.push_str(&sweep(e));
+    out
+}
 
-    out.push_str("How big is the key store?\n\n  Assumptions\n");
+/// An assumption's row: its name and its value.
+fn pair(a: &str, b: String) -> Vec<String> {
+    vec![a.to_string(), b]
+}
+
+/// A working table's columns: what, from what, and the result, which lines up by its digits.
+const LEFT_RIGHT: [Align; 3] = [Align::Left, Align::Left, Align::Right];
+
+/// "How big is the key store?": its assumptions and working.
+fn store_size(e: &Estimate) -> String {
+    let p = &e.params;
+    let mut out = String::from("How big is the key store?\n\n  Assumptions\n");
     out.push_str(&text_table(
         &[],
         &[
@@ -113,11 +130,17 @@ pub fn estimate(e: &Estimate, source: &str) -> String {
                 format!("≈ {}", human_bytes(e.peak_store_bytes)),
             ],
         ],
-        &left_right,
+        &LEFT_RIGHT,
         4,
     ));
+    out
+}
 
-    out.push_str("\nWhat the keys save\n\n  Assumptions\n");
+/// "What the keys save": its assumptions, and what retrying without keys (or never
+/// retrying) would cost.
+fn without_keys(e: &Estimate) -> String {
+    let p = &e.params;
+    let mut out = String::from("\nWhat the keys save\n\n  Assumptions\n");
     out.push_str(&text_table(
         &[],
         &[
@@ -183,22 +206,42 @@ pub fn estimate(e: &Estimate, source: &str) -> String {
                 format!("{}/day", usd(e.stuck_cost_without_retry_per_day)),
             ],
         ],
-        &left_right,
+        &LEFT_RIGHT,
         4,
     ));
+    out
+}
 
+/// With keys at the retention: late arrivals next to the real duplicates among them, then
+/// what keeping the keys costs and saves.
+fn with_keys(e: &Estimate) -> String {
+    let p = &e.params;
     let retention = human_duration(p.retention_s);
+    let mut out = format!(
+        "\n  With keys, retention {retention}: late arrivals next to the real duplicates among them\n"
+    );
+    out.push_str(&late_and_duplicates(e, &retention));
+    out.push_str(&format!(
+        "    A late arrival is a duplicate only if its first attempt had run ({}) and the carrier\n    \
+         no longer knows the derived key: it must come after both our {retention} and the carrier's {}.\n\n",
+        percent(p.done_fraction),
+        human_duration(p.carrier_window_s),
+    ));
+    out.push_str(&costs_with_keys(e));
+    out
+}
+
+fn late_and_duplicates(e: &Estimate, retention: &str) -> String {
+    let p = &e.params;
+    let timed_out = human_count(e.timed_out_per_day);
     let window = human_duration(e.duplicate_window_s);
     let duplicate_fraction = p.done_fraction * (1.0 - e.retry_delay.cdf(e.duplicate_window_s));
-    out.push_str(&format!(
-        "\n  With keys, retention {retention}: late arrivals next to the real duplicates among them\n"
-    ));
-    out.push_str(&text_table(
+    text_table(
         &["", "Late arrivals after purge", "Real duplicates"],
         &[
             vec![
                 "Retry comes later than".into(),
-                retention.clone(),
+                retention.to_string(),
                 window.clone(),
             ],
             vec![
@@ -228,14 +271,12 @@ pub fn estimate(e: &Estimate, source: &str) -> String {
         ],
         &[Align::Left, Align::Right, Align::Right],
         4,
-    ));
-    out.push_str(&format!(
-        "    A late arrival is a duplicate only if its first attempt had run ({}) and the carrier\n    \
-         no longer knows the derived key: it must come after both our {retention} and the carrier's {}.\n\n",
-        percent(p.done_fraction),
-        human_duration(p.carrier_window_s),
-    ));
-    out.push_str(&text_table(
+    )
+}
+
+fn costs_with_keys(e: &Estimate) -> String {
+    let p = &e.params;
+    text_table(
         &[],
         &[
             vec![
@@ -266,18 +307,20 @@ pub fn estimate(e: &Estimate, source: &str) -> String {
                 format!("{}/day", usd(e.saving_per_day)),
             ],
         ],
-        &left_right,
+        &LEFT_RIGHT,
         4,
-    ));
+    )
+}
 
-    out.push_str(&format!("\nHow late do retries arrive? ({source})\n\n"));
-    out.push_str(&late_table(e));
-
-    out.push_str(&format!(
+/// The retention sweep and its cheapest retention, saying when that is only the
+/// distribution's assumed horizon.
+fn sweep(e: &Estimate) -> String {
+    let p = &e.params;
+    let mut out = format!(
         "\nRetention sweep (storage at {}/GB-month, duplicates at {} each)\n\n",
         usd(p.storage_usd_per_gb_month),
         usd(p.label_price_usd)
-    ));
+    );
     out.push_str(&sweep_table(e));
     out.push_str(&format!(
         "\n  Cheapest retention: {}, {}/day in storage and duplicate labels (the decision below\n  says what to keep).\n",
