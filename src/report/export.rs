@@ -5,7 +5,7 @@ use super::html;
 use super::vocabulary::{
     self, LEGEND, Quantity, change_label, change_quantity, mark, relative_text, show,
 };
-use super::{RunResult, Status, Summary};
+use super::{RunResult, ScenarioResult, Status, Summary};
 use crate::format::human_bytes;
 use crate::run::results::{Headline, ScenarioKind, StoreRow};
 use crate::run::{Change, Comparison};
@@ -107,153 +107,14 @@ impl Exporter for MarkdownExporter {
         if let Some(h) = &summary.decision {
             decision_md(&mut out, h);
         }
-
         // Verdicts first: what a CI reader needs to act on.
-        let mut checked = 0usize;
-        let mut at_risk = Vec::new();
-        for s in &summary.scenarios {
-            for r in &s.runs {
-                checked += r.verdicts.len();
-                for v in r.verdicts.iter().filter(|v| v.status == Status::AtRisk) {
-                    at_risk.push(v.describe(&s.name, &r.retention));
-                }
-            }
-        }
-        let broken = &summary.broken_budgets;
-        if broken.is_empty() && at_risk.is_empty() {
-            out.push_str(&format!("**✅ All {checked} budget checks hold.**\n\n"));
-        } else {
-            out.push_str(&format!(
-                "**{} of {checked} budget checks broken, {} at risk.**\n\n",
-                broken.len(),
-                at_risk.len()
-            ));
-            for b in broken {
-                out.push_str(&format!("- ❌ {}\n", cell(&b.describe())));
-            }
-            for a in &at_risk {
-                out.push_str(&format!("- ⚠️ {}\n", cell(a)));
-            }
-            out.push('\n');
-        }
-        out.push_str(&format!("Legend: {LEGEND}.\n\n"));
-
-        let verdicts = |r: &RunResult| {
-            if r.verdicts.is_empty() {
-                "–".to_string()
-            } else {
-                r.verdicts
-                    .iter()
-                    .map(|v| {
-                        format!(
-                            "{} {} ≤ {}",
-                            mark(v.status),
-                            v.budget,
-                            vocabulary::budget_value(v.budget, v.limit)
-                        )
-                    })
-                    .collect::<Vec<_>>()
-                    .join("<br>")
-            }
-        };
-        let of = |kind| summary.scenarios.iter().filter(move |s| s.kind == kind);
-
-        if of(ScenarioKind::Sizing).next().is_some() {
-            out.push_str("### Sizing runs\n\n");
-            out.push_str(
-                "| Scenario | Rate | Retention | Store size (95% interval) | Bytes/record | Duplicate labels | Daily cost | Budgets |\n",
-            );
-            out.push_str("|---|---:|---:|---|---:|---|---|---|\n");
-            for s in of(ScenarioKind::Sizing) {
-                for r in &s.runs {
-                    let f = &r.figures;
-                    out.push_str(&format!(
-                        "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                        cell(&s.name),
-                        show(Quantity::Rate, r.rate_per_s),
-                        r.retention,
-                        range(Quantity::Bytes, &f.store_bytes),
-                        show(Quantity::Bytes, f.bytes_per_record.estimate.round()),
-                        range(Quantity::PerDay, &f.duplicate_labels_per_day),
-                        range(Quantity::UsdPerDay, &f.total_cost_per_day),
-                        verdicts(r)
-                    ));
-                }
-            }
-            out.push('\n');
-        }
-
-        if of(ScenarioKind::Failure).next().is_some() {
-            out.push_str("### Failure demonstrations\n\n");
-            out.push_str(
-                "Each removes one of the seed's defences; its figures show what that costs, not a store to size.\n\n",
-            );
-            out.push_str(
-                "| Scenario | Defence removed | Retention | Duplicate labels | Parcels left unlabelled | Budgets |\n",
-            );
-            out.push_str("|---|---|---:|---|---|---|\n");
-            for s in of(ScenarioKind::Failure) {
-                for r in &s.runs {
-                    let f = &r.figures;
-                    out.push_str(&format!(
-                        "| {} | {} | {} | {} | {} | {} |\n",
-                        cell(&s.name),
-                        cell(
-                            &s.deviations
-                                .iter()
-                                .map(|d| format!("`{d}`"))
-                                .collect::<Vec<_>>()
-                                .join(", ")
-                        ),
-                        r.retention,
-                        range(Quantity::PerDay, &f.duplicate_labels_per_day),
-                        range(Quantity::PerDay, &f.unlabelled_per_day),
-                        verdicts(r)
-                    ));
-                }
-            }
-            out.push('\n');
-        }
-
+        verdicts_md(&mut out, summary);
+        sizing_md(&mut out, summary);
+        failures_md(&mut out, summary);
         if !summary.stores.is_empty() {
             stores_md(&mut out, &summary.stores);
         }
-
-        let timelines: Vec<_> = summary
-            .scenarios
-            .iter()
-            .filter_map(|s| s.timeline.as_ref().map(|t| (s, t)))
-            .collect();
-        if !timelines.is_empty() {
-            out.push_str("### Timelines\n\n");
-            out.push_str("| Scenario | Answers, in order | Labels | Carrier purchases |\n");
-            out.push_str("|---|---|---:|---:|\n");
-            for (s, t) in timelines {
-                let answers: Vec<String> = t
-                    .responses
-                    .iter()
-                    .map(|r| {
-                        format!(
-                            "{} {}",
-                            r.status,
-                            r.tracking_no
-                                .clone()
-                                .or_else(|| r.code.clone())
-                                .unwrap_or_default()
-                        )
-                    })
-                    .collect();
-                out.push_str(&format!(
-                    "| {} | {} | {} | {} |\n",
-                    cell(&s.name),
-                    cell(&answers.join(", ")),
-                    t.labels.len(),
-                    t.carrier_purchases.len()
-                ));
-            }
-            out.push('\n');
-        }
-
+        timelines_md(&mut out, summary);
         if let Some(c) = &summary.comparison {
             comparison_md(&mut out, c);
         }
@@ -262,6 +123,164 @@ impl Exporter for MarkdownExporter {
         );
         Ok(out.into_bytes())
     }
+}
+
+/// How many budget checks ran, the broken ones and those at risk, and the legend.
+fn verdicts_md(out: &mut String, summary: &Summary) {
+    let mut checked = 0usize;
+    let mut at_risk = Vec::new();
+    for s in &summary.scenarios {
+        for r in &s.runs {
+            checked += r.verdicts.len();
+            for v in r.verdicts.iter().filter(|v| v.status == Status::AtRisk) {
+                at_risk.push(v.describe(&s.name, &r.retention));
+            }
+        }
+    }
+    let broken = &summary.broken_budgets;
+    if broken.is_empty() && at_risk.is_empty() {
+        out.push_str(&format!("**✅ All {checked} budget checks hold.**\n\n"));
+    } else {
+        out.push_str(&format!(
+            "**{} of {checked} budget checks broken, {} at risk.**\n\n",
+            broken.len(),
+            at_risk.len()
+        ));
+        for b in broken {
+            out.push_str(&format!("- ❌ {}\n", cell(&b.describe())));
+        }
+        for a in &at_risk {
+            out.push_str(&format!("- ⚠️ {}\n", cell(a)));
+        }
+        out.push('\n');
+    }
+    out.push_str(&format!("Legend: {LEGEND}.\n\n"));
+}
+
+/// A run's verdicts in one table cell, one per line.
+fn run_verdicts(r: &RunResult) -> String {
+    if r.verdicts.is_empty() {
+        "–".to_string()
+    } else {
+        r.verdicts
+            .iter()
+            .map(|v| {
+                format!(
+                    "{} {} ≤ {}",
+                    mark(v.status),
+                    v.budget,
+                    vocabulary::budget_value(v.budget, v.limit)
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("<br>")
+    }
+}
+
+fn of_kind(summary: &Summary, kind: ScenarioKind) -> impl Iterator<Item = &ScenarioResult> {
+    summary.scenarios.iter().filter(move |s| s.kind == kind)
+}
+
+fn sizing_md(out: &mut String, summary: &Summary) {
+    if of_kind(summary, ScenarioKind::Sizing).next().is_none() {
+        return;
+    }
+    out.push_str("### Sizing runs\n\n");
+    out.push_str(
+        "| Scenario | Rate | Retention | Store size (95% interval) | Bytes/record | Duplicate labels | Daily cost | Budgets |\n",
+    );
+    out.push_str("|---|---:|---:|---|---:|---|---|---|\n");
+    for s in of_kind(summary, ScenarioKind::Sizing) {
+        for r in &s.runs {
+            let f = &r.figures;
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                cell(&s.name),
+                show(Quantity::Rate, r.rate_per_s),
+                r.retention,
+                range(Quantity::Bytes, &f.store_bytes),
+                show(Quantity::Bytes, f.bytes_per_record.estimate.round()),
+                range(Quantity::PerDay, &f.duplicate_labels_per_day),
+                range(Quantity::UsdPerDay, &f.total_cost_per_day),
+                run_verdicts(r)
+            ));
+        }
+    }
+    out.push('\n');
+}
+
+fn failures_md(out: &mut String, summary: &Summary) {
+    if of_kind(summary, ScenarioKind::Failure).next().is_none() {
+        return;
+    }
+    out.push_str("### Failure demonstrations\n\n");
+    out.push_str(
+        "Each removes one of the seed's defences; its figures show what that costs, not a store to size.\n\n",
+    );
+    out.push_str(
+        "| Scenario | Defence removed | Retention | Duplicate labels | Parcels left unlabelled | Budgets |\n",
+    );
+    out.push_str("|---|---|---:|---|---|---|\n");
+    for s in of_kind(summary, ScenarioKind::Failure) {
+        for r in &s.runs {
+            let f = &r.figures;
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} |\n",
+                cell(&s.name),
+                cell(
+                    &s.deviations
+                        .iter()
+                        .map(|d| format!("`{d}`"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                r.retention,
+                range(Quantity::PerDay, &f.duplicate_labels_per_day),
+                range(Quantity::PerDay, &f.unlabelled_per_day),
+                run_verdicts(r)
+            ));
+        }
+    }
+    out.push('\n');
+}
+
+/// Each scripted timeline's answers in order, with what it stored and bought.
+fn timelines_md(out: &mut String, summary: &Summary) {
+    let timelines: Vec<_> = summary
+        .scenarios
+        .iter()
+        .filter_map(|s| s.timeline.as_ref().map(|t| (s, t)))
+        .collect();
+    if timelines.is_empty() {
+        return;
+    }
+    out.push_str("### Timelines\n\n");
+    out.push_str("| Scenario | Answers, in order | Labels | Carrier purchases |\n");
+    out.push_str("|---|---|---:|---:|\n");
+    for (s, t) in timelines {
+        let answers: Vec<String> = t
+            .responses
+            .iter()
+            .map(|r| {
+                format!(
+                    "{} {}",
+                    r.status,
+                    r.tracking_no
+                        .clone()
+                        .or_else(|| r.code.clone())
+                        .unwrap_or_default()
+                )
+            })
+            .collect();
+        out.push_str(&format!(
+            "| {} | {} | {} | {} |\n",
+            cell(&s.name),
+            cell(&answers.join(", ")),
+            t.labels.len(),
+            t.carrier_purchases.len()
+        ));
+    }
+    out.push('\n');
 }
 
 /// The headline scenario on each store (`report --compare-store`).
