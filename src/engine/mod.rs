@@ -309,7 +309,7 @@ impl Engine {
         };
         let caller = self.scope(&req.caller_id).to_string();
         let (hash, validated) = request::hash_and_validate(&req.method, &req.path, &req.body);
-        let token = *uuid::Uuid::new_v4().as_bytes();
+        let token = new_lease_token();
         let now = self.clock.now_ms();
         let lease_until = now + self.config.lease_ms;
 
@@ -708,10 +708,32 @@ fn json_text(v: &serde_json::Value) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
+/// A fresh lease token: a version-4 UUID, the same 16 bytes and format as `Uuid::new_v4`'s (a
+/// 16-byte BLOB in SQLite, PostgreSQL's `uuid`, so bytes per record do not change), drawn from
+/// the thread's generator (`rand::random`: ChaCha seeded once from the OS and reseeded now and
+/// then) rather than a `getrandom` system call per lease. A token only has to differ from the
+/// other attempts' tokens for the same key; it is no secret, and no figure depends on its value.
+fn new_lease_token() -> LeaseToken {
+    *uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .as_bytes()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::payload::SizeDist;
+
+    /// A token is a version-4 UUID of 16 bytes, as `Uuid::new_v4` made them, and two differ.
+    #[test]
+    fn lease_tokens_are_version_4_uuids() {
+        let a = new_lease_token();
+        let b = new_lease_token();
+        assert_ne!(a, b);
+        let u = uuid::Uuid::from_bytes(a);
+        assert_eq!(u.get_version_num(), 4);
+        assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
+    }
 
     /// The saved body is written with serde_json for speed; it must be RFC 8785's text at every
     /// size, so a replay is byte-identical to what a canonicaliser would give.
