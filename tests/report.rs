@@ -505,7 +505,7 @@ fn compared_stores_are_measured_and_priced() {
             .unwrap();
     let rows = summary["stores"].as_array().unwrap();
     assert_eq!(rows.len(), 2 + usize::from(redis.is_some()));
-    assert_eq!(rows[0]["store"], "sqlite (temporary file)");
+    assert_eq!(rows[0]["store"], "sqlite (in memory)");
     assert_eq!(rows[1]["kind"], "sqlite");
     let headline = &summary["decision"]["recommendation"];
     for r in rows {

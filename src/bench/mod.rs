@@ -330,6 +330,8 @@ pub fn run(config: &BenchConfig) -> Result<Report, BenchError> {
             purpose: "bench",
             synchronous: config.synchronous,
             pool_size: config.pool_size,
+            // The bench measures the disk: its scratch stores are files, as a named one is.
+            scratch_in_memory: false,
         },
     )
     .map_err(|e| match e {

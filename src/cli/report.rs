@@ -30,8 +30,9 @@ pub struct ReportArgs {
     #[arg(long, value_name = "FILE")]
     pub bench: Option<PathBuf>,
     /// Where the simulations' stores go: `sqlite:PATH`, a file path, or
-    /// `postgres://USER@HOST:PORT/DATABASE[?schema=NAME]` (default: temporary SQLite files).
-    /// Each simulation gets its own suffixed file or schema; scratch schemas are dropped.
+    /// `postgres://USER@HOST:PORT/DATABASE[?schema=NAME]` (default: SQLite in memory, the same
+    /// figures as a file's). Each simulation gets its own suffixed file or schema; scratch
+    /// schemas are dropped.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
     /// Also measure the headline scenario (at its first retention) on this store, for the

@@ -14,7 +14,7 @@ pub struct ScenarioArgs {
     pub format: Format,
     /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`. A
     /// PostgreSQL run uses a temporary schema dropped afterwards, unless `?schema=NAME` names one
-    /// to keep (default: a temporary SQLite file removed afterwards). It must be empty.
+    /// to keep (default: SQLite in memory). It must be empty.
     #[arg(long, value_name = "SPEC", conflicts_with = "db")]
     pub store: Option<String>,
     /// Keep the SQLite store in this new file: shorthand for `--store sqlite:FILE`.
@@ -41,6 +41,8 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
             purpose: "scenario",
             synchronous: Synchronous::Normal,
             pool_size: 2,
+            // No answer of a timeline depends on the disk.
+            scratch_in_memory: true,
         },
     )?;
     let report = crate::run::timeline(&scenario, &stores, Slot::default())

@@ -35,7 +35,7 @@ pub struct SimulateArgs {
     #[arg(long, conflicts_with = "store")]
     pub db: Option<PathBuf>,
     /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`
-    /// (default: temporary SQLite files). Each replicate and sweep point gets its own file or
+    /// (default: SQLite in memory, the same figures as a file's). Each replicate and sweep point gets its own file or
     /// schema; PostgreSQL runs without `?schema=NAME` use scratch schemas dropped afterwards.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,

@@ -29,6 +29,14 @@ pub const SCHEMA_VERSION: i64 = 4;
 /// SQLite page size for new stores, bytes.
 pub const PAGE_SIZE: u32 = 8192;
 
+/// The most an in-memory store may hold: 1 GiB of [`PAGE_SIZE`] pages. A store that would grow
+/// past it fails with SQLite's "database or disk is full" rather than taking the machine's
+/// memory; a run that needs more names a file (`--db FILE`).
+pub const MEMORY_MAX_BYTES: u64 = 1 << 30;
+
+/// What an in-memory store is called in messages and reports.
+pub const MEMORY_NAME: &str = "sqlite (in memory)";
+
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS idempotency_keys (
     caller_id       TEXT    NOT NULL,
@@ -94,7 +102,10 @@ impl Default for SqliteOptions {
 
 pub struct SqliteStore {
     conn: Connection,
+    /// The file; [`MEMORY_NAME`] for a store in memory.
     path: PathBuf,
+    /// Opened by [`SqliteStore::open_memory`].
+    in_memory: bool,
     /// Declared last so it is released after the connection closes.
     _exclusive: Option<std::sync::Arc<super::exclusive::Held>>,
 }
@@ -133,12 +144,60 @@ impl SqliteStore {
         let mut store = Self {
             conn,
             path: path.to_path_buf(),
+            in_memory: false,
             _exclusive: exclusive,
         };
         store.migrate().map_err(|e| match e {
             StoreError::Sqlite { source, .. } => open_err(source),
             other => other,
         })?;
+        Ok(store)
+    }
+
+    /// A new, empty store in this process's memory, for a run's scratch stores: the same page
+    /// size, schema and statements as [`SqliteStore::open`]'s file, so the same operations lay
+    /// out the same b-tree pages and every figure (bytes per record included, which `dbstat`
+    /// reads from those pages) is the file's to the byte; but no file, journal file, lock or
+    /// sync, so a transaction makes no system call. Its rollback journal is in memory, so a
+    /// dropped transaction still rolls back. It holds at most [`MEMORY_MAX_BYTES`], and it is
+    /// gone when it is dropped: the bench and the kill harness, which need durability, open
+    /// files.
+    pub fn open_memory() -> Result<Self, StoreError> {
+        Self::open_memory_capped(MEMORY_MAX_BYTES)
+    }
+
+    /// [`SqliteStore::open_memory`] holding at most `max_bytes` (whole pages).
+    fn open_memory_capped(max_bytes: u64) -> Result<Self, StoreError> {
+        let open_err = |e: rusqlite::Error| StoreError::Open {
+            location: MEMORY_NAME.to_string(),
+            message: explain(&e),
+        };
+        let conn = Connection::open_in_memory().map_err(open_err)?;
+        conn.execute_batch(&format!(
+            "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = MEMORY; PRAGMA max_page_count = {};",
+            max_bytes / u64::from(PAGE_SIZE)
+        ))
+        .map_err(open_err)?;
+        let mut store = Self {
+            conn,
+            path: PathBuf::from(MEMORY_NAME),
+            in_memory: true,
+            _exclusive: None,
+        };
+        store.migrate().map_err(|e| match e {
+            StoreError::Sqlite { source, .. } => open_err(source),
+            other => other,
+        })?;
+        let page_size: u32 = store
+            .conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(open_err)?;
+        if page_size != PAGE_SIZE {
+            return Err(StoreError::Open {
+                location: MEMORY_NAME.to_string(),
+                message: format!("page size {page_size}, not {PAGE_SIZE}"),
+            });
+        }
         Ok(store)
     }
 
@@ -207,10 +266,17 @@ impl SqliteStore {
 }
 
 fn self_err(location: &str, source: rusqlite::Error) -> StoreError {
-    StoreError::Sqlite {
-        location: location.to_string(),
-        source,
-    }
+    // A store in memory that reached its cap says so, and what to do, beside SQLite's words.
+    let full = source.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull);
+    let location = if full && location == MEMORY_NAME {
+        format!(
+            "{MEMORY_NAME}, which holds at most {} MiB (keep a larger store in a file: --db FILE or --store sqlite:FILE)",
+            MEMORY_MAX_BYTES >> 20
+        )
+    } else {
+        location.to_string()
+    };
+    StoreError::Sqlite { location, source }
 }
 
 /// Turns SQLite's terse messages into ones that say what to do.
@@ -689,11 +755,75 @@ impl Store for SqliteStore {
     }
 
     fn describe(&self) -> String {
+        if self.in_memory {
+            return MEMORY_NAME.to_string();
+        }
         format!("sqlite:{}", self.path.display())
     }
 
     fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
         let raw = select_key(&self.conn, caller_id, idem_key).map_err(|e| self.err(e))?;
         finish_row(raw)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NewKey;
+
+    fn insert(store: &mut SqliteStore, i: u32) -> Result<(), StoreError> {
+        let key = format!("{i:0200}");
+        let mut tx = store.begin()?;
+        tx.insert_key(&NewKey {
+            caller_id: "c",
+            idem_key: &key,
+            request_hash: &[7; 32],
+            lease_token: &[1; 16],
+            now_ms: 0,
+            locked_until_ms: 1,
+            expires_at_ms: 2,
+        })?;
+        tx.commit()
+    }
+
+    #[test]
+    fn a_store_in_memory_has_the_files_page_size_and_rolls_back() {
+        let mut store = SqliteStore::open_memory().unwrap();
+        assert_eq!(store.describe(), MEMORY_NAME);
+        let page_size: u32 = store
+            .conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(page_size, PAGE_SIZE);
+        insert(&mut store, 1).unwrap();
+        // A transaction dropped without commit leaves nothing behind, as the engine's answers
+        // (and its simulated crashes) need.
+        {
+            let mut tx = store.begin().unwrap();
+            let key = "dropped";
+            tx.insert_key(&NewKey {
+                caller_id: "c",
+                idem_key: key,
+                request_hash: &[7; 32],
+                lease_token: &[1; 16],
+                now_ms: 0,
+                locked_until_ms: 1,
+                expires_at_ms: 2,
+            })
+            .unwrap();
+        }
+        assert_eq!(store.count_keys().unwrap(), 1);
+        assert!(store.get_key("c", "dropped").unwrap().is_none());
+    }
+
+    #[test]
+    fn a_full_store_in_memory_says_how_to_keep_a_larger_one() {
+        let mut store = SqliteStore::open_memory_capped(16 * u64::from(PAGE_SIZE)).unwrap();
+        let e = (0..10_000)
+            .find_map(|i| insert(&mut store, i).err())
+            .expect("16 pages fill up")
+            .to_string();
+        assert!(e.contains("in memory") && e.contains("--db FILE"), "{e}");
     }
 }

@@ -3,7 +3,10 @@
 //! A run asks for one store per job ([`Slot`]): a sweep point's replicate, a scenario's
 //! timeline, a bench side. `--store` names where they go (`sqlite:PATH`, a path,
 //! `postgres://…[?schema=NAME]`, `redis://…[?prefix=NAME]`); without it they are scratch SQLite
-//! files in a temporary directory. A PostgreSQL URL without a schema gets scratch schemas and a
+//! stores, in memory for the simulator and the timelines ([`StoreOptions::scratch_in_memory`]:
+//! no figure depends on the disk, and a file store's system calls were most of a report's run
+//! time) and files in a temporary directory for the bench, which measures the disk. A
+//! PostgreSQL URL without a schema gets scratch schemas and a
 //! Redis URL without a prefix scratch prefixes, dropped at the end; a named file, schema or
 //! prefix is kept. Every job after the first gets a suffix (before a file's extension), so two
 //! jobs never share a store. Reports name the store with [`Stores::name`], which never contains
@@ -85,6 +88,12 @@ pub struct StoreOptions {
     pub synchronous: Synchronous,
     /// PostgreSQL connections per store.
     pub pool_size: u32,
+    /// Without `--store`, each job's SQLite store lives in memory
+    /// ([`SqliteStore::open_memory`]: the file's page size and layout, so the same figures to
+    /// the byte, without a system call per transaction) rather than in a temporary file. The
+    /// simulator's and the timelines' default; the bench, which measures the disk, says false.
+    /// A named store is always the durable file, schema or prefix it names.
+    pub scratch_in_memory: bool,
 }
 
 impl Default for StoreOptions {
@@ -93,6 +102,7 @@ impl Default for StoreOptions {
             purpose: "run",
             synchronous: Synchronous::Off,
             pool_size: 1,
+            scratch_in_memory: true,
         }
     }
 }
@@ -103,6 +113,8 @@ pub struct Stores {
     options: StoreOptions,
     /// Holds the scratch SQLite files (and scratch Redis prefixes' labels) until the run ends.
     tmp: Option<tempfile::TempDir>,
+    /// Scratch SQLite stores in memory, one per job: `spec` names no file then.
+    memory: bool,
     name: String,
     /// `idemcalc_PURPOSE_ID`: every scratch schema or prefix of the run starts with it, so one
     /// run's stores sort together and a leftover names the run that left it.
@@ -148,12 +160,14 @@ pub fn reachable(spec: &StoreSpec) -> Result<(), StoreError> {
 }
 
 impl Stores {
-    /// From `--store SPEC`, or the `--db FILE` shorthand, or neither (scratch SQLite files).
+    /// From `--store SPEC`, or the `--db FILE` shorthand, or neither (scratch SQLite stores, in
+    /// memory or in temporary files as `options.scratch_in_memory` says).
     pub fn new(
         store: Option<&str>,
         db: Option<&Path>,
         options: StoreOptions,
     ) -> Result<Self, StoreError> {
+        let memory = store.is_none() && db.is_none() && options.scratch_in_memory;
         let (spec, tmp, name) = match (store, db) {
             (Some(text), _) => {
                 let spec = StoreSpec::parse(text)?;
@@ -177,6 +191,12 @@ impl Stores {
                 let name = spec.describe();
                 (spec, None, name)
             }
+            (None, None) if memory => (
+                // Never opened as a file: `open_with` opens each job's store in memory.
+                StoreSpec::Sqlite(PathBuf::from(":memory:")),
+                None,
+                super::sqlite::MEMORY_NAME.to_string(),
+            ),
             (None, None) => {
                 let tmp = tempdir()?;
                 let spec = StoreSpec::Sqlite(tmp.path().join("store.sqlite"));
@@ -187,6 +207,7 @@ impl Stores {
             spec,
             options,
             tmp,
+            memory,
             name,
             scratch_base: format!(
                 "idemcalc_{}_{}",
@@ -197,7 +218,7 @@ impl Stores {
         })
     }
 
-    /// Scratch SQLite files only: what a run without `--store` uses.
+    /// Scratch SQLite stores only: what a run without `--store` uses.
     pub fn scratch(options: StoreOptions) -> Result<Self, StoreError> {
         Stores::new(None, None, options)
     }
@@ -219,7 +240,7 @@ impl Stores {
     /// True when the stores outlive the run: a named file, schema or prefix.
     pub fn kept(&self) -> bool {
         match &self.spec {
-            StoreSpec::Sqlite(_) => self.tmp.is_none(),
+            StoreSpec::Sqlite(_) => self.tmp.is_none() && !self.memory,
             StoreSpec::Postgres { schema, .. } => schema.is_some(),
             StoreSpec::Redis { prefix, .. } => prefix.is_some(),
         }
@@ -239,16 +260,36 @@ impl Stores {
     /// [`Stores::open`] with a sweeper other than the seed's batched `DELETE` (`--sweeper`),
     /// which only PostgreSQL offers.
     pub fn open_with(&self, slot: Slot, sweeper: Sweeper) -> Result<Box<dyn Store>, StoreError> {
+        if self.memory {
+            self.check_sweeper(sweeper)?;
+            // A new database per call: every job's store is its own, as the files' suffixes
+            // keep them apart, and is freed when the job drops it.
+            return Ok(Box::new(SqliteStore::open_memory()?));
+        }
         self.pool_with(slot, sweeper)?.get()
     }
 
-    /// The store of `slot` as a pool, one connection per worker (`StoreOptions::pool_size` for
-    /// PostgreSQL): what a multi-threaded run such as the bench needs.
-    pub fn pool_with(&self, slot: Slot, sweeper: Sweeper) -> Result<StorePool, StoreError> {
+    /// Refuses a sweeper the store cannot run.
+    fn check_sweeper(&self, sweeper: Sweeper) -> Result<(), StoreError> {
         if sweeper.partitioned() && !matches!(self.spec, StoreSpec::Postgres { .. }) {
             return Err(StoreError::Spec {
                 spec: self.name.clone(),
                 message: "--sweeper partitions needs a PostgreSQL store (--store postgres://…); SQLite and Redis sweep by delete".into(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The store of `slot` as a pool, one connection per worker (`StoreOptions::pool_size` for
+    /// PostgreSQL): what a multi-threaded run such as the bench needs. Scratch stores in memory
+    /// have one connection each and no pool: runs that need one (the bench) set
+    /// `StoreOptions::scratch_in_memory` to false.
+    pub fn pool_with(&self, slot: Slot, sweeper: Sweeper) -> Result<StorePool, StoreError> {
+        self.check_sweeper(sweeper)?;
+        if self.memory {
+            return Err(StoreError::Spec {
+                spec: self.name.clone(),
+                message: "a scratch store in memory has one connection, not a pool; open it with Stores::open, or use scratch files (StoreOptions::scratch_in_memory false)".into(),
             });
         }
         let sqlite = SqliteOptions {
@@ -304,6 +345,10 @@ impl Stores {
     pub fn create(&self, slots: &[Slot], sweeper: Sweeper) -> Result<Vec<StorePool>, StoreError> {
         // Held until the pools below hold their stores themselves.
         let mut held = Vec::new();
+        if self.memory {
+            // Refused by `pool_with`, before anything is checked or held.
+            return slots.iter().map(|&s| self.pool_with(s, sweeper)).collect();
+        }
         for &slot in slots {
             held.push(self.refuse_existing(slot)?);
         }
@@ -403,7 +448,8 @@ impl Stores {
     }
 
     /// Drops the scratch schemas and Redis prefixes; scratch SQLite files go with the temporary
-    /// directory. Every connection to them must be back by now.
+    /// directory, and stores in memory with their jobs. Every connection to them must be back
+    /// by now.
     pub fn finish(&self) -> Result<(), StoreError> {
         let scratch: Vec<Scratch> = self
             .scratch
@@ -469,19 +515,74 @@ mod tests {
         );
     }
 
+    /// One key in `store`, so a test can see which store holds it.
+    fn insert_one(store: &mut dyn Store) {
+        let mut tx = store.begin().unwrap();
+        assert!(
+            tx.insert_key(&crate::store::NewKey {
+                caller_id: "c",
+                idem_key: "k",
+                request_hash: &[0; 32],
+                lease_token: &[1; 16],
+                now_ms: 0,
+                locked_until_ms: 1,
+                expires_at_ms: 2,
+            })
+            .unwrap()
+        );
+        tx.commit().unwrap();
+    }
+
     #[test]
     fn scratch_sqlite_stores_are_named_stably_and_kept_apart() {
-        let stores = Stores::scratch(StoreOptions::default()).unwrap();
-        assert_eq!(stores.name(), "sqlite (temporary file)");
-        let mut a = stores.open(Slot::default()).unwrap();
-        let mut b = stores
-            .open(Slot {
-                replicate: 1,
-                ..Slot::default()
+        for (in_memory, name) in [
+            (true, "sqlite (in memory)"),
+            (false, "sqlite (temporary file)"),
+        ] {
+            let stores = Stores::scratch(StoreOptions {
+                scratch_in_memory: in_memory,
+                ..StoreOptions::default()
             })
             .unwrap();
-        assert_ne!(a.describe(), b.describe());
-        assert_eq!(a.count_keys().unwrap(), 0);
-        assert_eq!(b.count_keys().unwrap(), 0);
+            assert_eq!(stores.name(), name);
+            assert!(!stores.kept(), "{name}");
+            let mut a = stores.open(Slot::default()).unwrap();
+            let mut b = stores
+                .open(Slot {
+                    replicate: 1,
+                    ..Slot::default()
+                })
+                .unwrap();
+            if !in_memory {
+                assert_ne!(a.describe(), b.describe());
+            }
+            insert_one(a.as_mut());
+            assert_eq!(a.count_keys().unwrap(), 1, "{name}");
+            assert_eq!(b.count_keys().unwrap(), 0, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_named_file_is_never_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("named.sqlite");
+        let stores = Stores::new(None, Some(&path), StoreOptions::default()).unwrap();
+        assert!(stores.kept());
+        let mut a = stores.open(Slot::default()).unwrap();
+        insert_one(a.as_mut());
+        drop(a);
+        assert!(path.exists());
+        let mut again = SqliteStore::open(&path, &SqliteOptions::default()).unwrap();
+        assert_eq!(again.count_keys().unwrap(), 1);
+    }
+
+    #[test]
+    fn scratch_stores_in_memory_have_no_pool() {
+        let stores = Stores::scratch(StoreOptions::default()).unwrap();
+        let e = stores
+            .create(&[Slot::default()], Sweeper::Delete)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("in memory"), "{e}");
     }
 }
