@@ -183,10 +183,19 @@ fn a_batch_is_due_once_it_has_waited_its_maximum() {
 #[test]
 fn a_failed_statement_undoes_its_logical_tx_and_leaves_the_batch() {
     let (_dir, path) = temp_store();
+    // A statement the store refuses: a trigger aborts any label for order 2.
+    drop(other(&path));
+    rusqlite::Connection::open(&path)
+        .unwrap()
+        .execute_batch(
+            "CREATE TRIGGER refuse BEFORE INSERT ON labels WHEN NEW.order_id = 2
+             BEGIN SELECT RAISE(ABORT, 'refused'); END;",
+        )
+        .unwrap();
     let mut store = open_group(&path, manual());
     claim_committed(&mut store, "a");
     let label = |order_id| LabelRow {
-        label_id: "L-1".into(),
+        label_id: format!("L-{order_id}"),
         order_id,
         parcel_no: 1,
         label_version: 1,
@@ -199,8 +208,7 @@ fn a_failed_statement_undoes_its_logical_tx_and_leaves_the_batch() {
         let mut tx = store.begin().unwrap();
         assert_eq!(tx.insert_label(&label(1)).unwrap(), None);
         claim(tx.as_mut(), "b");
-        // The same label id for another parcel breaks the primary key: the statement fails and
-        // the engine would drop the transaction.
+        // The statement fails and the engine would drop the transaction.
         assert!(tx.insert_label(&label(2)).is_err());
     }
     claim_committed(&mut store, "c");

@@ -464,7 +464,7 @@ fn sweep_table(e: &Estimate) -> String {
 
 /// The human summary: each figure with its interval and the model's value beside it.
 pub fn simulation(r: &SimReport) -> String {
-    use crate::format::{estimate_interval, human_bytes, human_count, per_day, usd};
+    use crate::format::human_count;
     // An interrupted run says how much simulated time its figures actually cover.
     let covered = if r.interrupted {
         format!(
@@ -495,64 +495,7 @@ pub fn simulation(r: &SimReport) -> String {
         r.sample_ordinary * 100.0,
         r.sample_timed_out * 100.0
     ));
-    out.push_str(&format!(
-        "{:<32} {:>14} {:>27} {:>14}\n",
-        "figure", "measured", "95% interval", "model"
-    ));
-    let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
-        format!(
-            "{:<32} {:>14} {:>27} {:>14}\n",
-            name,
-            fmt(f.estimate),
-            estimate_interval(f.estimate, f.ci95_low, f.ci95_high, fmt),
-            fmt(f.analytic)
-        )
-    };
-    let bytes = |v: f64| format!("{v:.0} B");
-    let count = human_count;
-    let gb = human_bytes;
-    let money = |v: f64| format!("{}/day", usd(v));
-    out.push_str(&row(
-        "bytes per record",
-        &r.bytes_per_record_measured,
-        &bytes,
-    ));
-    out.push_str(&row(
-        "records in the store (steady)",
-        &r.store_records_steady,
-        &count,
-    ));
-    out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
-    out.push_str(&row(
-        "timed-out calls (first attempts)",
-        &r.timed_out_per_day,
-        &per_day,
-    ));
-    out.push_str(&row(
-        "timed-out attempts (retries too)",
-        &r.timed_out_attempts_per_day,
-        &per_day,
-    ));
-    out.push_str(&row(
-        "late arrivals after purge",
-        &r.late_after_purge_per_day,
-        &per_day,
-    ));
-    out.push_str(&row(
-        "duplicate labels",
-        &r.duplicate_labels_per_day,
-        &per_day,
-    ));
-    out.push_str(&row(
-        "money on duplicates",
-        &r.duplicate_cost_per_day,
-        &money,
-    ));
-    out.push_str(&row(
-        "parcels left unlabelled",
-        &r.unlabelled_per_day,
-        &per_day,
-    ));
+    out.push_str(&figures_table(r));
     out.push_str("\nDetection signals (per day at full traffic)\n");
     let d = &r.detection;
     for (name, v) in [
@@ -608,6 +551,76 @@ pub fn simulation(r: &SimReport) -> String {
         inv.max_labels_per_parcel,
         inv.completed_without_label,
         if inv.replays_byte_identical { "yes" } else { "NO" }
+    ));
+    out
+}
+
+/// The measured figures with their intervals and the model's value beside each.
+fn figures_table(r: &SimReport) -> String {
+    use crate::format::{estimate_interval, human_bytes, human_count, per_day, usd};
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{:<32} {:>14} {:>27} {:>14}\n",
+        "figure", "measured", "95% interval", "model"
+    ));
+    let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
+        format!(
+            "{:<32} {:>14} {:>27} {:>14}\n",
+            name,
+            fmt(f.estimate),
+            estimate_interval(f.estimate, f.ci95_low, f.ci95_high, fmt),
+            // The model follows first attempts only: a figure it has no value for says so.
+            if f.analytic.is_nan() {
+                "no model".to_string()
+            } else {
+                fmt(f.analytic)
+            }
+        )
+    };
+    let bytes = |v: f64| format!("{v:.0} B");
+    let count = human_count;
+    let gb = human_bytes;
+    let money = |v: f64| format!("{}/day", usd(v));
+    out.push_str(&row(
+        "bytes per record",
+        &r.bytes_per_record_measured,
+        &bytes,
+    ));
+    out.push_str(&row(
+        "records in the store (steady)",
+        &r.store_records_steady,
+        &count,
+    ));
+    out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
+    out.push_str(&row(
+        "timed-out calls (first attempts)",
+        &r.timed_out_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "timed-out attempts (retries too)",
+        &r.timed_out_attempts_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "late arrivals after purge",
+        &r.late_after_purge_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "duplicate labels",
+        &r.duplicate_labels_per_day,
+        &per_day,
+    ));
+    out.push_str(&row(
+        "money on duplicates",
+        &r.duplicate_cost_per_day,
+        &money,
+    ));
+    out.push_str(&row(
+        "parcels left unlabelled",
+        &r.unlabelled_per_day,
+        &per_day,
     ));
     out
 }
