@@ -386,6 +386,9 @@ impl StoreSpec {
                     (url.to_string(), prefix)
                 }
             };
+            if let Some(p) = &prefix {
+                redis::check_prefix_name(p).map_err(|m| fail(&m))?;
+            }
             return Ok(StoreSpec::Redis { url, prefix });
         }
         if let Some((scheme, _)) = spec_trimmed.split_once("://") {
@@ -642,6 +645,10 @@ mod tests {
                 prefix: None,
             }
         );
+        for bad in ["../t/evil", "a*", "a b", "a?b", "a/b", &"p".repeat(65)] {
+            let e = StoreSpec::parse(&format!("redis://h:1?prefix={bad}")).unwrap_err();
+            assert!(e.to_string().contains("prefix"), "{bad}: {e}");
+        }
         let e = StoreSpec::parse("redis://h:1?ttl=5")
             .unwrap_err()
             .to_string();

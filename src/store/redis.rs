@@ -206,6 +206,28 @@ pub fn ping(url: &str) -> Result<(), StoreError> {
         .map_err(|e| open_err(url, e))
 }
 
+/// The longest key prefix taken.
+const MAX_PREFIX_BYTES: usize = 64;
+
+/// A prefix names Redis keys, a SCAN pattern (`prefix:*`) and the labels file beside the run, so
+/// it is kept to characters that mean nothing in any of them: a `*` or `?` would widen the
+/// pattern to other programs' keys, and a `/` or `..` would write the labels file elsewhere.
+pub fn check_prefix_name(prefix: &str) -> Result<(), String> {
+    let ok = !prefix.is_empty()
+        && prefix.len() <= MAX_PREFIX_BYTES
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "prefix `{}` is not allowed: use 1 to {MAX_PREFIX_BYTES} letters, digits, `_` and `-` (e.g. `capacity`)",
+            prefix.escape_debug()
+        ))
+    }
+}
+
 /// Deletes every key under `prefix` on the server at `url` (a scratch store's cleanup).
 pub fn drop_prefix(url: &str, prefix: &str) -> Result<u64, StoreError> {
     unlink_prefix(&mut connect(url)?, url, prefix)
