@@ -318,3 +318,43 @@ fn simulate_scenario_keeps_the_fitted_retry_distribution() {
         "{a:#} vs {b:#}"
     );
 }
+
+/// Issue 24, item 6: a log's file name and its callers are the user's text. A newline in the
+/// file name must not end the fitted scenario's comment and write TOML, and a caller name with
+/// terminal escape sequences must not reach the terminal raw.
+#[test]
+fn names_from_the_log_cannot_inject_toml_or_escapes() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log\nengine.retention = \"1m\"\n.csv");
+    let mut text = String::from("time,caller,idempotency_key,status\n");
+    for i in 0..200 {
+        let caller = if i % 2 == 0 {
+            "a\u{1b}]0;pwned\u{7}"
+        } else {
+            "b"
+        };
+        text.push_str(&format!("{}.0,{caller},label:{i}:1:v1,201\n", i * 10));
+    }
+    std::fs::write(&log, text).unwrap();
+    let out_file = dir.path().join("fitted.toml");
+    let out = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args([
+            "fit",
+            log.to_str().unwrap(),
+            "--out",
+            out_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!stdout.contains('\u{1b}'), "{stdout}");
+    let fitted = std::fs::read_to_string(&out_file).unwrap();
+    assert!(!fitted.contains("\nengine.retention"), "{fitted}");
+    let scenario = Scenario::load(&out_file).unwrap();
+    assert_eq!(scenario.settings.engine.retentions_s, vec![86_400.0]);
+}

@@ -37,7 +37,13 @@ impl Fit {
         let mut out = String::new();
         out.push_str(&format!(
             "# Fitted by `idemcalc fit` from {} ({} rows, {} bad).\n",
-            self.files.join(", "),
+            // A file name is the user's text: escaped, a newline in it cannot end the comment
+            // and write TOML.
+            self.files
+                .iter()
+                .map(|f| f.escape_debug().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             self.rows,
             self.bad_rows.total
         ));

@@ -19,7 +19,12 @@ impl Fit {
         let mut out = format!(
             "Read {} rows from {}: {} keys, {} of arrivals, {} of log{}.\n",
             human_count(self.rows as f64),
-            self.files.join(", "),
+            // Names from the user's files are escaped: no control character reaches the terminal.
+            self.files
+                .iter()
+                .map(|f| f.escape_debug().to_string())
+                .collect::<Vec<_>>()
+                .join(", "),
             human_count(self.keys as f64),
             approx_duration(self.arrival_span_s),
             approx_duration(self.log_span_s),
@@ -77,7 +82,7 @@ impl Fit {
                     self.top_callers
                         .iter()
                         .take(3)
-                        .map(|c| format!("{} {}", c.caller, percent(c.share)))
+                        .map(|c| format!("{} {}", c.caller.escape_debug(), percent(c.share)))
                         .collect::<Vec<_>>()
                         .join(", ")
                 )
