@@ -1,25 +1,12 @@
 //! Figures off the default path, each against a hand derivation written beside it: a slow
 //! carrier, a daily rush, budgets on a measured record size, the carrier-window note.
 
-use std::process::Command;
+mod common;
 
+use common::json_of;
 use idemcalc::decision::{self, DecisionInputs, Targets};
 use idemcalc::model::SEED;
 use idemcalc::traffic::RetryDelay;
-
-fn idemcalc(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .args(args)
-        .args(["--quiet", "--format", "json"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
 
 fn within(actual: f64, hand: f64, rel: f64, what: &str) {
     assert!(
@@ -50,7 +37,7 @@ fn notes(v: &serde_json::Value) -> Vec<String> {
 /// 35 GB): no retention meets the budgets.
 #[test]
 fn slow_carrier_decision_uses_the_measured_run() {
-    let v = idemcalc(&[
+    let v = json_of(&[
         "simulate",
         "--carrier-median",
         "300ms",
@@ -116,14 +103,14 @@ fn rush_is_divided_by_whole_days() {
         "--retention",
         "1h",
     ];
-    let v = idemcalc(&rush);
+    let v = json_of(&rush);
     let t = v["timed_out_per_day"]["estimate"].as_f64().unwrap();
     within(t, 57_600.0, 0.05, "timed-out calls a day");
     assert_eq!(v["arrival_seconds"].as_f64(), Some(86_400.0));
     // Told otherwise, the run says its per-day figures are not whole days.
     let mut part = rush.to_vec();
     part.extend(["--duration", "20h"]);
-    let v = idemcalc(&part);
+    let v = json_of(&part);
     let said = v["notes"]
         .as_array()
         .unwrap()
@@ -222,7 +209,7 @@ fn carrier_window_note_counts_what_it_does_not_catch() {
 /// = 276.5 a day after a 24 h purge, whatever the callers do together.
 #[test]
 fn callers_time_out_independently() {
-    let v = idemcalc(&[
+    let v = json_of(&[
         "simulate",
         "--key-scope",
         "global",

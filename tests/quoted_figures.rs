@@ -3,8 +3,9 @@
 //! quoted text is no longer what it prints. Hand derivations beside those figures are checked
 //! in `tests/sim.rs` and `tests/off_path.rs`.
 
+mod common;
+
 use std::path::Path;
-use std::process::Command;
 
 use idemcalc::format::{human_count, thousands};
 
@@ -27,24 +28,9 @@ const fn q(pointer: &'static str, style: Style) -> Quote {
     Quote { pointer, style }
 }
 
-fn json(args: &[&str]) -> serde_json::Value {
-    let out = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(args)
-        .args(["--format", "json", "--quiet"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).unwrap()
-}
-
 /// Runs `args` and checks that `file` quotes each figure as the run prints it.
 fn check(file: &str, args: &[&str], quotes: &[Quote]) {
-    let v = json(args);
+    let v = common::json_of(args);
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(file)).unwrap();
     let mut stale = Vec::new();
     for q in quotes {

@@ -104,16 +104,14 @@ fn with_model(sim: &mut SimReport, job: &JobPlan, sweeper: Sweeper) {
     sim.unlabelled_per_day.analytic = 0.0;
     sim.purged_key_requests_per_day.analytic = 0.0;
     sim.takeovers_per_day.analytic = 0.0;
-    for note in &job.notes {
-        if !sim.notes.contains(note) {
-            sim.notes.push(note.clone());
-        }
-    }
+    let mut notes = job.notes.clone();
     if let Sweeper::Partitions { period_ms } = sweeper {
-        let note = format!(
+        notes.push(format!(
             "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it); the model's records count that half",
             crate::duration::format_secs(period_ms as f64 / 1000.0)
-        );
+        ));
+    }
+    for note in notes {
         if !sim.notes.contains(&note) {
             sim.notes.push(note);
         }
@@ -497,33 +495,34 @@ pub fn decision(
 fn measured_timeouts(runs: &[RunResult]) -> Option<MeasuredTimeouts> {
     runs.iter().rev().find_map(|r| {
         let f = r.figures.timed_out_per_day;
-        (f.estimate.is_finite() && f.ci95_high > 0.0 && r.model.timed_out_per_day > 0.0).then_some(
-            MeasuredTimeouts {
-                per_day: Measurement {
-                    estimate: f.estimate,
-                    ci95_low: f.ci95_low,
-                    ci95_high: f.ci95_high,
-                },
+        (f.estimate.is_finite() && f.ci95_high > 0.0 && r.model.timed_out_per_day > 0.0).then(
+            || MeasuredTimeouts {
+                per_day: measurement(&f),
                 modelled_per_day: r.model.timed_out_per_day,
             },
         )
     })
 }
 
+/// A simulated figure as the decision reads it: the estimate and its interval.
+fn measurement(f: &Figure) -> Measurement {
+    Measurement {
+        estimate: f.estimate,
+        ci95_low: f.ci95_low,
+        ci95_high: f.ci95_high,
+    }
+}
+
 /// A run's duplicates, when it measured them with an interval (a run that saw none cannot
 /// bound them, and the model stands).
 fn measured_duplicates(r: &RunResult) -> Option<MeasuredDuplicates> {
     let f = r.figures.duplicate_labels_per_day;
-    (f.estimate.is_finite() && f.ci95_low.is_finite() && f.ci95_high > 0.0).then_some(
+    (f.estimate.is_finite() && f.ci95_low.is_finite() && f.ci95_high > 0.0).then(|| {
         MeasuredDuplicates {
             retention_s: r.retention_s,
-            per_day: Measurement {
-                estimate: f.estimate,
-                ci95_low: f.ci95_low,
-                ci95_high: f.ci95_high,
-            },
-        },
-    )
+            per_day: measurement(&f),
+        }
+    })
 }
 
 /// The scenario's switched-off lines of defence, by the one check (`sim::deviations`).

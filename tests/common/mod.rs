@@ -299,3 +299,20 @@ impl Harness {
         assert!(inv.max_labels_per_parcel <= 1, "a parcel has two labels");
     }
 }
+
+/// The JSON of `idemcalc ARGS --format json --quiet`, run from the project's root; a failed run
+/// fails the test with its stderr.
+pub fn json_of(args: &[&str]) -> serde_json::Value {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(args)
+        .args(["--format", "json", "--quiet"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).unwrap()
+}
