@@ -101,8 +101,13 @@ pub(super) struct Replay<'a> {
     pub(super) intents: HashMap<u64, Intent>,
     pub(super) sends: HashMap<u64, SendInfo>,
     next_send: u64,
-    /// The next order number of each tenant, per stratum (see [`Replay::arrive`]).
-    next_order: Vec<[i64; 2]>,
+    /// The next order number, per stratum in the shared order space, of the next group of
+    /// namesakes in per-tenant ones (see [`Replay::arrive`]).
+    next_order: [i64; 2],
+    /// How many orders share each order number: every tenant's under per-tenant order spaces
+    /// (the sampling unit is then the group of namesakes), else 1.
+    namesakes: u32,
+    next_intent: u64,
     /// Live records with the weight each stands for, mirrored from claims and the sweeper's
     /// purged keys, so the weighted store size needs no query.
     pub(super) live: HashMap<String, f64>,
@@ -171,7 +176,9 @@ impl<'a> Replay<'a> {
             intents: HashMap::new(),
             sends: HashMap::new(),
             next_send: 0,
-            next_order: vec![[0, 0]; cfg.callers as usize],
+            next_order: [0, 0],
+            namesakes: namesakes(cfg),
+            next_intent: 0,
             live: HashMap::new(),
             live_weight: 0.0,
             live_weight_sq: 0.0,
@@ -344,39 +351,102 @@ impl<'a> Replay<'a> {
         self.send(intent_id, (from_ms + delay).max(now_ms), Fate::Drawn);
     }
 
-    pub(super) fn arrive(&mut self, now_ms: Millis, intent_id: u64) {
+    /// The next sampled arrival at `now_ms`: one intent, or under per-tenant order spaces one
+    /// order number for every tenant (see [`Replay::arrive_namesakes`]). Returns how many
+    /// intents it started.
+    pub(super) fn arrive(&mut self, now_ms: Millis) -> u64 {
+        if self.namesakes > 1 {
+            return self.arrive_namesakes(now_ms);
+        }
         let timed_out_share = {
             let to = self.p_first_bad * self.s_t;
             let or = (1.0 - self.p_first_bad) * self.s_o;
             if to + or > 0.0 { to / (to + or) } else { 0.0 }
         };
         let timed_out = self.rng.random::<f64>() < timed_out_share;
-        // Each tenant is its own Poisson stream (a random split of one is). In a shared order
-        // space (the seed's) one counter numbers every caller's orders, so no two orders share
-        // an id. Per tenant, each numbers its own orders: its orders never share an id, while
-        // two tenants' do. Numbering runs per stratum (even ids ordinary, odd timed out), so
-        // the k-th replayed order of one tenant meets the k-th of another with the same weight,
-        // as every order meets its namesake at full traffic; across strata the weights would
-        // not match.
         let caller = self.rng.random::<u32>() % self.cfg.callers;
+        // One counter numbers every caller's orders (the seed's shared order space), so no
+        // two orders share an id; odd ids for the timed-out stratum, even for the ordinary.
         let stratum_index = usize::from(timed_out);
-        let space = match self.cfg.engine.order_space {
-            OrderSpace::Shared => 0,
-            OrderSpace::PerTenant => caller as usize,
-        };
-        let n = &mut self.next_order[space][stratum_index];
+        let n = &mut self.next_order[stratum_index];
         let order_id = FIRST_ORDER_ID + 2 * *n + stratum_index as i64;
         *n += 1;
-        let (stratum, weight, retry_delay_ms) = if timed_out {
-            let (d, ratio) = self.draw_delay();
-            (Stratum::TimedOut, ratio / self.s_t, d)
-        } else {
-            (Stratum::Ordinary, 1.0 / self.s_o, 0)
+        let sampled_at = if timed_out { self.s_t } else { self.s_o };
+        self.start_intent(now_ms, caller, order_id, timed_out, 1.0 / sampled_at);
+        1
+    }
+
+    /// Tenants that number their own orders each have an order `n`: the `callers` namesakes
+    /// share a derived key and, with global keys, a record. At full traffic each namesake's
+    /// first attempt times out independently of the others, so the sampling unit is the group
+    /// of namesakes, not the intent: a group is bad (boosted, sampled at `s_t`) when any
+    /// member's first attempt is, with probability `q = 1 − (1 − p)^C`, and the members' fates
+    /// are then drawn given that one is bad: the first bad member `j` with probability
+    /// `(1 − p)^j p / q`, those before it good, those after it bad with probability `p` each.
+    /// Every member stands for the group's `1/s`. Drawing members per stratum instead (the
+    /// k-th timed-out order of one tenant meeting the k-th of another) made namesakes time out
+    /// together, so one late retry re-created the record the others' late retries then found.
+    ///
+    /// The members come one lease apart, in a random order of tenants: near enough in time to
+    /// meet (well inside any retention), far enough apart that one namesake's first attempt does
+    /// not hold the lease when the next arrives, which tenants whose order counters merely
+    /// coincide would not see either.
+    fn arrive_namesakes(&mut self, now_ms: Millis) -> u64 {
+        let callers = self.namesakes;
+        let p = self.p_first_bad;
+        let q = group_bad_probability(p, callers);
+        let bad_share = {
+            let bad = q * self.s_t;
+            let good = (1.0 - q) * self.s_o;
+            if bad + good > 0.0 {
+                bad / (bad + good)
+            } else {
+                0.0
+            }
         };
-        let base_weight = if timed_out {
+        let bad_group = self.rng.random::<f64>() < bad_share;
+        let weight = if bad_group {
             1.0 / self.s_t
         } else {
             1.0 / self.s_o
+        };
+        let first_bad = if bad_group {
+            first_bad_member(p, callers, self.rng.random::<f64>())
+        } else {
+            callers
+        };
+        let order_id = FIRST_ORDER_ID + self.next_order[0];
+        self.next_order[0] += 1;
+        let first_caller = self.rng.random::<u32>() % callers;
+        for member in 0..callers {
+            let timed_out = match member.cmp(&first_bad) {
+                std::cmp::Ordering::Less => false,
+                std::cmp::Ordering::Equal => true,
+                std::cmp::Ordering::Greater => self.rng.random::<f64>() < p,
+            };
+            let caller = (first_caller + member) % callers;
+            let at_ms = now_ms + Millis::from(member) * self.cfg.engine.lease_ms;
+            self.start_intent(at_ms, caller, order_id, timed_out, weight);
+        }
+        u64::from(callers)
+    }
+
+    /// Starts an intent of `caller` for `order_id` whose first attempt is sent at `at_ms`,
+    /// standing for `base_weight` intents (times the tilted delay's likelihood ratio when the
+    /// first attempt times out or crashes).
+    fn start_intent(
+        &mut self,
+        at_ms: Millis,
+        caller: u32,
+        order_id: i64,
+        timed_out: bool,
+        base_weight: f64,
+    ) {
+        let (stratum, weight, retry_delay_ms) = if timed_out {
+            let (d, ratio) = self.draw_delay();
+            (Stratum::TimedOut, ratio * base_weight, d)
+        } else {
+            (Stratum::Ordinary, base_weight, 0)
         };
         let key = match self.cfg.key_policy {
             KeyPolicy::Derived => Some(crate::payload::derived_key(
@@ -386,6 +456,8 @@ impl<'a> Replay<'a> {
             KeyPolicy::RandomSaved => Some(random_key(&mut self.rng)),
             KeyPolicy::NewPerAttempt => None,
         };
+        self.next_intent += 1;
+        let intent_id = self.next_intent;
         self.intents.insert(
             intent_id,
             Intent {
@@ -396,7 +468,7 @@ impl<'a> Replay<'a> {
                 weight,
                 base_weight,
                 attempts: 0,
-                first_sent_ms: now_ms,
+                first_sent_ms: at_ms,
                 retry_delay_ms,
             },
         );
@@ -412,7 +484,7 @@ impl<'a> Replay<'a> {
         } else {
             Fate::Crash
         };
-        self.send(intent_id, now_ms, fate);
+        self.send(intent_id, at_ms, fate);
     }
 
     /// A client that heard back: a 409 or 503 is retried with exponential backoff and full
@@ -440,6 +512,43 @@ impl<'a> Replay<'a> {
             self.intents.remove(&intent_id);
         }
     }
+}
+
+/// How many orders share each order number (see [`Replay::arrive_namesakes`]).
+pub(super) fn namesakes(cfg: &SimConfig) -> u32 {
+    match cfg.engine.order_space {
+        OrderSpace::PerTenant => cfg.callers,
+        OrderSpace::Shared => 1,
+    }
+}
+
+/// The share of the arrivals stream the replay samples: intents in the shared order space,
+/// groups of namesakes (one per `namesakes` intents) in per-tenant ones.
+pub(super) fn sampled_share(cfg: &SimConfig) -> f64 {
+    let (s_o, s_t) = cfg.fractions();
+    let c = namesakes(cfg);
+    let q = group_bad_probability(cfg.p_first_bad(), c);
+    ((1.0 - q) * s_o + q * s_t) / f64::from(c)
+}
+
+/// The chance that at least one of `members` independent first attempts, each bad with
+/// probability `p`, is bad.
+fn group_bad_probability(p: f64, members: u32) -> f64 {
+    -((-p).ln_1p() * f64::from(members)).exp_m1()
+}
+
+/// The index of the first bad member of a group known to hold one, from a uniform `u`: member
+/// `j` with probability `(1 − p)^j p / q` (a geometric distribution truncated to the group).
+fn first_bad_member(p: f64, members: u32, u: f64) -> u32 {
+    let q = group_bad_probability(p, members);
+    let mut below = 0.0;
+    for j in 0..members {
+        below += (1.0 - p).powi(j as i32) * p / q;
+        if u < below {
+            return j;
+        }
+    }
+    members - 1
 }
 
 fn random_key(rng: &mut StdRng) -> String {

@@ -25,6 +25,10 @@
 //!   `tail_from_s` (the part that outlives retention); each draw then carries the likelihood
 //!   ratio `f(d)/g(d)` as an extra weight, which keeps every estimator unbiased.
 //!
+//! Under per-tenant order spaces every tenant has an order of each number, and with global keys
+//! those namesakes share a record; the sampling unit is then the group of namesakes, bad when
+//! any member's first attempt is, so members keep independent fates (`client::arrive_namesakes`).
+//!
 //! A figure that counts events (late arrivals, duplicates) is estimated as `Σ wᵢ / days` over
 //! the replayed events, with variance `Σ wᵢ² / days²` (the events are independent draws);
 //! the 95 % interval is the normal one on that variance, or Garwood's exact Poisson interval

@@ -3,7 +3,7 @@
 //! and the time-series points, and the reconciliation at the end (the store's invariants,
 //! invoice lines and completed records without a label).
 
-use super::client::Replay;
+use super::client::{Replay, namesakes, sampled_share};
 use super::config::{SimConfig, SimError, invalid};
 use super::tallies::{SeriesPoint, Tallies};
 use crate::carrier::{Carrier, CarrierConfig};
@@ -118,9 +118,10 @@ fn engine_for(
         })
         .without_ledger(),
     );
-    let (s_o, s_t) = cfg.fractions();
-    let expected_records =
-        arrivals.mean_rate_per_s() * (s_o + cfg.p_first_bad() * s_t) * cfg.arrival_s();
+    let expected_records = arrivals.mean_rate_per_s()
+        * sampled_share(cfg)
+        * f64::from(namesakes(cfg))
+        * cfg.arrival_s();
     Engine::new(store, carrier, Arc::new(clock.clone()), cfg.engine.clone()).with_purge_filter(
         expected_records as usize + 1000,
         0.001,
@@ -149,7 +150,6 @@ struct Schedule {
     next_sweep: Millis,
     next_series: Millis,
     next_bpr: Millis,
-    intent_seq: u64,
 }
 
 /// What the replay loop does next, and at what virtual time.
@@ -172,9 +172,7 @@ impl Next {
 impl Schedule {
     /// The schedule at time zero; draws the first arrival from `r`'s random stream.
     fn new(cfg: &SimConfig, arrivals: &Arrivals, r: &mut Replay<'_>) -> Self {
-        let (s_o, s_t) = (r.s_o, r.s_t);
-        let p_first_bad = r.p_first_bad;
-        let sampled = scaled(arrivals, (1.0 - p_first_bad) * s_o + p_first_bad * s_t);
+        let sampled = scaled(arrivals, sampled_share(cfg));
         let arrival_ms = (cfg.arrival_s() * 1000.0) as Millis;
         let sweep_every = ((cfg.sweep_period_s * 1000.0) as Millis).max(1);
         let series_every = (arrival_ms / Millis::from(cfg.series_points.max(1))).max(1000);
@@ -202,7 +200,6 @@ impl Schedule {
             next_sweep: sweep_every,
             next_series: series_every,
             next_bpr: bpr_from,
-            intent_seq: 0,
         }
     }
 
@@ -271,9 +268,7 @@ fn drive(r: &mut Replay<'_>, s: &mut Schedule, progress: &Progress<'_>) -> Resul
                 s.next_sweep = now + s.sweep_every;
             }
             Next::Arrival(now) => {
-                s.intent_seq += 1;
-                r.t.replayed_intents += 1;
-                r.arrive(now, s.intent_seq);
+                r.t.replayed_intents += r.arrive(now);
                 s.next_arrival_s = s.sampled.next_arrival(s.next_arrival_s, &mut r.rng);
                 s.next_arrival = (s.next_arrival_s * 1000.0) as Millis;
             }
