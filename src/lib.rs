@@ -11,6 +11,7 @@ pub mod duration;
 pub mod engine;
 pub mod fit;
 pub mod format;
+pub mod input;
 pub mod model;
 pub mod payload;
 pub mod report;

@@ -310,7 +310,7 @@ impl RetryDelay {
 
     /// Reads a measured distribution with the given head and tail.
     pub fn from_csv_path_with(path: &Path, head: Head, tail: Tail) -> Result<Self, RetryCdfError> {
-        let text = std::fs::read_to_string(path).map_err(|io| RetryCdfError::Io {
+        let text = crate::input::read_limited(path).map_err(|io| RetryCdfError::Io {
             path: path.to_path_buf(),
             io,
         })?;
@@ -630,6 +630,20 @@ impl LoadProfile {
     pub fn peak_rate_per_s(&self) -> f64 {
         self.steps.iter().map(|s| s.rate_per_s).fold(0.0, f64::max)
     }
+
+    /// Expected arrivals in the first `until_s` seconds from midnight.
+    pub fn expected_arrivals(&self, until_s: f64) -> f64 {
+        let days = (until_s / DAY_S).floor();
+        let rest = until_s - days * DAY_S;
+        let partial: f64 = (0..self.steps.len())
+            .map(|i| {
+                let from = self.steps[i].start_s;
+                let to = self.step_end_s(i).min(rest);
+                self.steps[i].rate_per_s * (to - from).max(0.0)
+            })
+            .sum();
+        days * self.arrivals_per_day() + partial
+    }
 }
 
 /// When calls arrive: a Poisson process, at a constant rate or following a daily profile.
@@ -657,6 +671,18 @@ impl Arrivals {
     pub fn mean_rate_per_s(&self) -> f64 {
         match self {
             Arrivals::Constant { rate_per_s } => *rate_per_s,
+            Arrivals::Profile(profile) => profile.mean_rate_per_s(),
+        }
+    }
+
+    /// The mean rate over the first `until_s` seconds: what a run of that length replays, which
+    /// for a short run inside a rush is the rush's rate, not the day's mean.
+    pub fn window_mean_rate_per_s(&self, until_s: f64) -> f64 {
+        match self {
+            Arrivals::Constant { rate_per_s } => *rate_per_s,
+            Arrivals::Profile(profile) if until_s > 0.0 => {
+                profile.expected_arrivals(until_s) / until_s
+            }
             Arrivals::Profile(profile) => profile.mean_rate_per_s(),
         }
     }

@@ -1,5 +1,7 @@
 //! Bad input gets a clear error naming the file, flag or field, exits 2, and never panics.
 
+mod common;
+
 use idemcalc::store::{SqliteOptions, SqliteStore};
 use std::process::Command;
 use std::time::Duration;
@@ -197,31 +199,13 @@ fn silent_listener() -> u16 {
 /// Runs idemcalc, killing it if it is still running after `limit`: a hang fails the test
 /// instead of blocking the suite.
 fn idemcalc_within(args: &[&str], limit: Duration) -> (Option<i32>, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+    let child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
         .args(args)
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("run idemcalc");
-    let started = std::time::Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            use std::io::Read as _;
-            child
-                .stderr
-                .take()
-                .unwrap()
-                .read_to_string(&mut err)
-                .unwrap();
-            return (status.code(), err);
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            panic!("idemcalc {args:?} still running after {limit:?}: it hangs");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    common::wait_within(child, limit)
 }
 
 /// Issue 24: against a listener that accepts and never answers, `simulate`, `bench`,
@@ -335,4 +319,164 @@ fn reserved_schemas_are_refused_by_every_subcommand() {
             );
         }
     }
+}
+
+/// Issue 24: input files that are not regular files are refused at once, naming the file and
+/// what it is, instead of blocking on a FIFO or reading `/dev/zero` until memory runs out.
+#[test]
+fn inputs_that_are_not_regular_files_are_refused_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = |name: &str| dir.path().join(name);
+    std::os::unix::fs::symlink("/dev/zero", p("zero.ndjson")).unwrap();
+    std::fs::create_dir(p("logs.csv")).unwrap();
+    let fifo = p("pipe.toml");
+    assert!(
+        Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let s = |path: std::path::PathBuf| path.to_str().unwrap().to_string();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec!["fit".into(), s(p("zero.ndjson"))], "is a device"),
+        (vec!["fit".into(), s(p("logs.csv"))], "is a directory"),
+        (vec!["scenario".into(), s(fifo.clone())], "named pipe"),
+        (
+            vec!["simulate".into(), "--scenario".into(), s(fifo.clone())],
+            "named pipe",
+        ),
+        (
+            vec!["simulate".into(), "--retry-cdf".into(), s(fifo.clone())],
+            "named pipe",
+        ),
+    ];
+    for (args, what) in cases {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let (code, err) = idemcalc_within(&args, Duration::from_secs(20));
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(what), "{args:?}: {err}");
+        assert!(
+            err.contains(dir.path().to_str().unwrap()),
+            "{args:?}: {err}"
+        );
+    }
+}
+
+/// Issue 24: `fit f.csv f.csv` (or the same file under a second name) counted every request
+/// twice without a word.
+#[test]
+fn fit_refuses_the_same_log_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = manifest_path("scenarios/logs/example-requests.csv");
+    let link = dir.path().join("again.csv");
+    std::os::unix::fs::symlink(&log, &link).unwrap();
+    let out = dir.path().join("fitted.toml");
+    let (code, _, err) = idemcalc(&[
+        "fit",
+        &log,
+        link.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("the same file as"), "{err}");
+    assert!(!out.exists());
+}
+
+/// Issue 24: a time of 1e308 or a weight of 1e300 made `rate = NaN` or an infinite tally; such
+/// rows are now bad rows, named, and the rest of the log is fitted.
+#[test]
+fn fit_takes_absurd_times_and_weights_as_bad_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("absurd.ndjson");
+    let mut text = String::new();
+    for i in 0..200 {
+        text.push_str(&format!(
+            "{{\"time\":{},\"idempotency_key\":\"k{i}\",\"status\":201}}\n",
+            1_700_000_000 + i
+        ));
+    }
+    text.push_str("{\"time\":1e308,\"idempotency_key\":\"far\",\"status\":201}\n");
+    text.push_str(
+        "{\"time\":1700000100,\"idempotency_key\":\"heavy\",\"status\":201,\"weight\":1e300}\n",
+    );
+    std::fs::write(&log, text).unwrap();
+    let out = dir.path().join("fitted.toml");
+    let (code, stdout, err) =
+        idemcalc(&["fit", log.to_str().unwrap(), "--out", out.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{err}");
+    let all = format!("{stdout}{err}");
+    assert!(all.contains("3,000 years"), "{all}");
+    assert!(all.contains("weight"), "{all}");
+    let fitted = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        !fitted.contains("NaN") && !fitted.contains("inf"),
+        "{fitted}"
+    );
+}
+
+/// Issue 24, item 10: messages that did not name the flag or field, or named the wrong thing.
+#[test]
+fn unclear_messages_name_the_flag_field_or_file_and_the_fix() {
+    let (code, _, err) = idemcalc(&[
+        "bench",
+        "--group-commit",
+        "on",
+        "--batch",
+        "0",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--batch 0"), "{err}");
+    let (code, _, err) = idemcalc(&[
+        "bench",
+        "--group-commit",
+        "on",
+        "--max-wait",
+        "3d",
+        "--duration",
+        "1s",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--max-wait 3d"), "{err}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("rush.toml");
+    std::fs::write(&file, "name = \"r\"\n[traffic]\nrush = 5\n").unwrap();
+    let (code, _, err) = idemcalc(&["simulate", "--scenario", file.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("traffic.rush") && err.contains("a rush is a table"),
+        "{err}"
+    );
+    assert!(!err.contains("unknown field"), "{err}");
+
+    std::fs::write(dir.path().join("summary.json"), "{}").unwrap();
+    let (code, _, err) = idemcalc(&[
+        "report",
+        "--scenarios",
+        &manifest_path("scenarios"),
+        "--baseline",
+        dir.path().to_str().unwrap(),
+        "--out",
+        dir.path().join("out").to_str().unwrap(),
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("summary.json"), "{err}");
+
+    let (code, _, err) = idemcalc(&[
+        "simulate",
+        "--store",
+        "sqlite:/dev/null",
+        "--retention",
+        "1h",
+        "--quiet",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("/dev/null") && err.contains("is a device"),
+        "{err}"
+    );
 }

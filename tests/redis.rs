@@ -2,17 +2,14 @@
 //! `IDEMCALC_REDIS_URL`: the seed's two reasons for rejecting a separate cache, each made to
 //! happen and counted. The cases Redis honours run in `tests/conformance.rs` (`redis::*`).
 //!
-//! The tests here share one server setting (`maxmemory`), so they take a lock and run one at a
-//! time; each restores what it changed.
+//! Each test works under a fresh key prefix; the one that changes a server setting (`maxmemory`)
+//! starts a server of its own on a free port, so no test needs the shared server to be empty.
 
 mod common;
 
-use common::{BODY, Backend, Harness, KEY};
+use common::{BODY, Backend, Harness, KEY, OwnRedis};
 use idemcalc::engine::{CarrierKey, DiePoint, EngineConfig, Finished, Outcome, Request};
 use idemcalc::store::KeyState;
-use std::sync::Mutex;
-
-static SERVER: Mutex<()> = Mutex::new(());
 
 fn body(order_id: i64) -> String {
     format!(
@@ -34,7 +31,6 @@ fn request(order_id: i64) -> Request {
 /// PostgreSQL the same crash writes nothing: `crash_inside_txn2_writes_nothing`.)
 #[test]
 fn a_crash_between_the_two_stores_replays_a_label_that_does_not_exist() {
-    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
     let Some(b) = Backend::redis() else { return };
     let mut h = Harness::new(b);
     let f = h
@@ -68,7 +64,6 @@ fn a_crash_between_the_two_stores_replays_a_label_that_does_not_exist() {
 /// and buys again. Without a carrier key that is a second label paid for.
 #[test]
 fn a_crash_after_the_label_and_before_the_key_buys_a_second_label() {
-    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
     let Some(b) = Backend::redis() else { return };
     let config = EngineConfig {
         record_placement: idemcalc::engine::RecordPlacement::SeparateStore,
@@ -94,30 +89,21 @@ fn a_crash_after_the_label_and_before_the_key_buys_a_second_label() {
 
 /// Eviction: under `maxmemory` with `allkeys-lru`, Redis forgets records long before their
 /// retention ends, and each forgotten key's retry is a new claim. With a carrier that keeps no
-/// key of its own, every such retry buys a second label.
+/// key of its own, every such retry buys a second label. The cap is set on a server of the
+/// test's own: on a shared server holding other keys, the LRU evicts those instead.
 #[test]
 fn eviction_forgets_keys_and_their_retries_buy_again() {
-    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
-    let Some(b) = Backend::redis() else { return };
-    let url = match &b {
-        Backend::Redis { url, .. } => url.clone(),
-        _ => unreachable!("Backend::redis gives a Redis backend"),
+    if Backend::redis().is_none() {
+        return;
+    }
+    let Some(server) = OwnRedis::start() else {
+        return;
     };
-    let mut admin = redis::Client::open(url.as_str())
+    let b = server.backend();
+    let mut admin = redis::Client::open(server.url.as_str())
         .unwrap()
         .get_connection()
         .unwrap();
-    let config_get = |admin: &mut redis::Connection, name: &str| -> String {
-        let v: Vec<String> = redis::cmd("CONFIG")
-            .arg("GET")
-            .arg(name)
-            .query(admin)
-            .unwrap();
-        v.get(1).cloned().unwrap_or_default()
-    };
-    let old_max = config_get(&mut admin, "maxmemory");
-    let old_policy = config_get(&mut admin, "maxmemory-policy");
-
     let config = EngineConfig {
         carrier_key: CarrierKey::None,
         ..EngineConfig::default()
@@ -136,58 +122,35 @@ fn eviction_forgets_keys_and_their_retries_buy_again() {
     let evicted_before = evicted(&mut admin);
 
     // A cap just above what is in use, then more traffic: the least recently used records go.
-    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    let set = |admin: &mut redis::Connection, name: &str, value: String| {
         let _: () = redis::cmd("CONFIG")
             .arg("SET")
-            .arg("maxmemory-policy")
-            .arg("allkeys-lru")
-            .query(&mut admin)
+            .arg(name)
+            .arg(value)
+            .query(admin)
             .unwrap();
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(used + 64 * 1024)
-            .query(&mut admin)
-            .unwrap();
-        for id in FIRST + 1..=FIRST + 1_500 {
-            let _ = h.engine.handle(&request(id));
-        }
-        let forgotten = (1..=FIRST)
-            .filter(|id| {
-                h.engine
-                    .store()
-                    .get_key("fulfilment", &format!("label:{id}:1:v1"))
-                    .unwrap()
-                    .is_none()
-            })
-            .count() as u64;
-        // Lift the cap before the retries, so what they show is the forgetting alone.
-        let _: () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(&old_max)
-            .query(&mut admin)
-            .unwrap();
-        let before = h.carrier.stats().duplicate_purchases;
-        for id in 1..=FIRST {
-            let _ = h.engine.handle(&request(id));
-        }
-        let bought_again = h.carrier.stats().duplicate_purchases - before;
-        (forgotten, bought_again)
-    }));
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory")
-        .arg(&old_max)
-        .query(&mut admin)
-        .unwrap();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("maxmemory-policy")
-        .arg(&old_policy)
-        .query(&mut admin)
-        .unwrap();
-    let (forgotten, bought_again) = result.unwrap();
+    };
+    set(&mut admin, "maxmemory-policy", "allkeys-lru".into());
+    set(&mut admin, "maxmemory", (used + 64 * 1024).to_string());
+    for id in FIRST + 1..=FIRST + 1_500 {
+        let _ = h.engine.handle(&request(id));
+    }
+    let forgotten = (1..=FIRST)
+        .filter(|id| {
+            h.engine
+                .store()
+                .get_key("fulfilment", &format!("label:{id}:1:v1"))
+                .unwrap()
+                .is_none()
+        })
+        .count() as u64;
+    // Lift the cap before the retries, so what they show is the forgetting alone.
+    set(&mut admin, "maxmemory", "0".into());
+    let before = h.carrier.stats().duplicate_purchases;
+    for id in 1..=FIRST {
+        let _ = h.engine.handle(&request(id));
+    }
+    let bought_again = h.carrier.stats().duplicate_purchases - before;
     let evictions = evicted(&mut admin) - evicted_before;
     eprintln!(
         "eviction: {evictions} keys evicted, {forgotten} of the first {FIRST} records forgotten within retention, {bought_again} labels bought again"
@@ -214,7 +177,6 @@ fn evicted(admin: &mut redis::Connection) -> u64 {
 /// On SQLite the same crashes leave nothing completed.
 #[test]
 fn simulate_counts_completed_keys_without_a_label_as_they_happen() {
-    let _server = SERVER.lock().unwrap_or_else(|p| p.into_inner());
     let Some(url) = std::env::var("IDEMCALC_REDIS_URL")
         .ok()
         .filter(|u| !u.is_empty())

@@ -59,6 +59,9 @@ pub(crate) enum Command {
 pub const EXIT_USAGE: i32 = 2;
 /// Exit code for a broken budget or invariant.
 pub const EXIT_BUDGET: i32 = 1;
+/// The store failed mid-run (a server gone, a lost connection or hold): the input was fine, and
+/// the store holds a partial run.
+pub const EXIT_STORE_FAILED: i32 = 3;
 
 /// Parses the arguments, runs the subcommand and returns the process exit code.
 pub fn main() -> i32 {
@@ -74,10 +77,37 @@ pub fn main() -> i32 {
     match result {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("error: {e:#}");
-            EXIT_USAGE
+            eprintln!("error: {}", error_chain(&e));
+            let store_failed = e.chain().any(|c| {
+                matches!(
+                    c.downcast_ref::<crate::sim::replay::SimError>(),
+                    Some(crate::sim::replay::SimError::StoreFailed { .. })
+                )
+            });
+            if store_failed {
+                EXIT_STORE_FAILED
+            } else {
+                EXIT_USAGE
+            }
         }
     }
+}
+
+/// The error and its causes, each said once: a cause whose text its parent already quotes (a
+/// store error quoting SQLite's, an I/O error quoting the OS's) is not repeated.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut text = String::new();
+    for cause in e.chain() {
+        let line = cause.to_string();
+        if text.contains(&line) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&line);
+    }
+    text
 }
 
 /// How a subcommand prints its result.

@@ -86,10 +86,20 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             .and_then(|s| crate::store::reachable(&s))
             .map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e}"))?;
     }
-    if let Some(path) = &args.baseline
-        && !path.is_file()
-    {
-        bail!("--baseline {}: no such file", path.display());
+    if let Some(path) = &args.baseline {
+        if path.is_dir() && path.join("summary.json").is_file() {
+            bail!(
+                "--baseline {}: a directory; give the earlier run's summary file: --baseline {}",
+                path.display(),
+                path.join("summary.json").display()
+            );
+        }
+        crate::input::check_regular(path).map_err(|e| {
+            anyhow::anyhow!(
+                "--baseline {}: {e} (an earlier report's summary.json)",
+                path.display()
+            )
+        })?;
     }
     let plans = crate::run::plans(&loaded)?;
     let bench = args

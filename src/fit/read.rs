@@ -2,7 +2,6 @@
 //! into a compact [`Req`], with the rows that cannot be read counted in [`BadRows`].
 
 use std::collections::{BTreeMap, HashMap};
-use std::io::BufRead as _;
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "tables")]
@@ -100,8 +99,33 @@ pub(super) struct Log {
     pub(super) caller_names: Vec<String>,
 }
 
-/// Reads every log, each with the reader its extension names.
+/// The furthest a request's time may be from 1970, in seconds (about 3,170 years): a time past
+/// it is a unit mistake or garbage, and would make the log's span, and every rate, meaningless.
+const MAX_TIME_S: f64 = 1e11;
+
+/// The largest weight a row may carry (one sampled row standing for a trillion requests): a
+/// weight near `f32::MAX` would overflow the tallies to infinity.
+const MAX_WEIGHT: f64 = 1e12;
+
+/// Reads every log, each with the reader its extension names. Each must be a regular file (a
+/// FIFO would block, a device never end) and named once: the same file under two names would
+/// count every request twice.
 pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, FitError> {
+    let mut seen: Vec<(&Path, std::fs::Metadata)> = Vec::new();
+    for path in paths {
+        kind(path)?;
+        let meta = crate::input::check_regular(path).map_err(|e| file_err(path, e.to_string()))?;
+        if let Some((first, _)) = seen.iter().find(|(_, m)| crate::input::same_file(m, &meta)) {
+            return Err(file_err(
+                path,
+                format!(
+                    "is the same file as {}; give each log once (its requests would be counted twice)",
+                    first.display()
+                ),
+            ));
+        }
+        seen.push((path, meta));
+    }
     let mut reader = Reader::new(options);
     for path in paths {
         match kind(path)? {
@@ -230,6 +254,13 @@ impl<'o> Reader<'o> {
                 "time: missing, or neither a number nor an RFC 3339 time",
             );
         }
+        if time_s.abs() > MAX_TIME_S {
+            return self.bad.add(
+                path,
+                index,
+                "time: more than 3,000 years from 1970 (is --time-unit right?)",
+            );
+        }
         let key_text = match key {
             Cell::Str(s) if !s.is_empty() => s.to_string(),
             Cell::Num(v) => format!("{v}"),
@@ -277,8 +308,12 @@ impl<'o> Reader<'o> {
         };
         let weight = match weight.number() {
             Ok(None) => 1.0,
-            Ok(Some(v)) if v > 0.0 && v.is_finite() => v,
-            _ => return self.bad.add(path, index, "weight: not a number above 0"),
+            Ok(Some(v)) if v > 0.0 && v <= MAX_WEIGHT => v,
+            _ => {
+                return self
+                    .bad
+                    .add(path, index, "weight: not a number above 0 and at most 1e12");
+            }
         };
         let caller_id = self.caller_id(&caller_text);
         self.reqs.push(Req {
@@ -422,15 +457,21 @@ impl<'o> Reader<'o> {
     }
 
     fn read_ndjson(&mut self, path: &Path) -> Result<(), FitError> {
-        let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+        let file = crate::input::open(path).map_err(|e| file_err(path, e.to_string()))?;
         let columns = self.options.columns.clone();
         let names = columns.all();
-        for (index, line) in std::io::BufReader::new(file).lines().enumerate() {
-            let line = line.map_err(|e| file_err(path, e.to_string()))?;
-            if line.trim().is_empty() {
+        let mut reader = std::io::BufReader::new(file);
+        let mut bytes = Vec::new();
+        for index in 0.. {
+            let more = crate::input::next_line(&mut reader, &mut bytes)
+                .map_err(|e| file_err(path, format!("line {}: {e}", index + 1)))?;
+            if !more {
+                break;
+            }
+            if bytes.trim_ascii().is_empty() {
                 continue;
             }
-            let Ok(serde_json::Value::Object(obj)) = serde_json::from_str(&line) else {
+            let Ok(serde_json::Value::Object(obj)) = serde_json::from_slice(&bytes) else {
                 self.rows += 1;
                 self.bad.add(path, index, "not a JSON object");
                 continue;

@@ -30,7 +30,7 @@ const FAMILY_ALPHA: f64 = 0.05;
 /// Reads a previous `summary.json` and compares `summary` with it. Errors name the file.
 pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison> {
     use anyhow::Context;
-    let text = crate::settings::read_limited_bytes(baseline, 256 << 20)
+    let text = crate::input::read_limited_bytes(baseline, 256 << 20)
         .with_context(|| format!("{}: cannot read the baseline", baseline.display()))?;
     let value: serde_json::Value = serde_json::from_slice(&text).with_context(|| {
         format!(

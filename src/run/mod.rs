@@ -22,6 +22,7 @@ use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
 use crate::sim::replay::{self, Figure, Progress, SimReport};
 use crate::sim::timeline::TimelineReport;
+use anyhow::Context as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -126,10 +127,9 @@ pub fn timeline(
     slot: Slot,
 ) -> anyhow::Result<TimelineReport> {
     let mut store = stores.open(slot)?;
-    let existing = store.count_keys()?;
-    if existing > 0 {
+    if let Some(what) = crate::store::existing_contents(store.as_mut())? {
         anyhow::bail!(
-            "{} already holds {existing} records; a timeline needs an empty store (a new file or schema)",
+            "{} already holds {what}; a timeline needs an empty store (a new file or schema)",
             store.describe()
         );
     }
@@ -186,7 +186,7 @@ pub fn scenarios(
     order.sort_by(|a, b| jobs[*b].cost.total_cmp(&jobs[*a].cost));
     let total_cost: f64 = jobs.iter().map(|j| j.cost).sum::<f64>().max(1.0);
     let done = Mutex::new(vec![0.0f64; jobs.len()]);
-    let results: Mutex<Vec<Option<Result<SimReport, String>>>> =
+    let results: Mutex<Vec<Option<anyhow::Result<SimReport>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     let next = AtomicUsize::new(0);
     let workers = rayon::current_num_threads().clamp(1, jobs.len().max(1));
@@ -219,7 +219,7 @@ pub fn scenarios(
                         job.job.sweeper,
                         &job_progress,
                     )
-                    .map_err(|e| format!("{}: {e}", job.loaded.path.display()));
+                    .with_context(|| job.loaded.path.display().to_string());
                     tick(1.0);
                     results.lock().unwrap_or_else(|p| p.into_inner())[j] = Some(r);
                 }
@@ -230,7 +230,7 @@ pub fn scenarios(
     for r in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
         match r {
             Some(Ok(report)) => sims.push(Some(report)),
-            Some(Err(e)) => anyhow::bail!(e),
+            Some(Err(e)) => return Err(e),
             None => sims.push(None),
         }
     }
@@ -397,7 +397,7 @@ pub fn compare_stores(
             progress,
         );
         stores.finish()?;
-        let sim = sim.map_err(|e| anyhow::anyhow!("--compare-store {spec}: {e:#}"))?;
+        let sim = sim.with_context(|| format!("--compare-store {spec}"))?;
         rows.push(row(
             stores.kind(),
             name(&stores),

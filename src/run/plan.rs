@@ -111,7 +111,7 @@ fn retry_delay(r: &Retry) -> anyhow::Result<RetryDelay> {
             )
         }),
         Some(path) => {
-            let text = crate::settings::read_limited(path).map_err(|io| {
+            let text = crate::input::read_limited(path).map_err(|io| {
                 crate::traffic::RetryCdfError::Io {
                     path: path.clone(),
                     io,

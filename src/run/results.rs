@@ -263,7 +263,7 @@ impl BenchResults {
     /// Reads a bench JSON file: an object with `results`, a list of rows, or a single row.
     pub fn from_path(path: &Path) -> anyhow::Result<Self> {
         use anyhow::Context;
-        let text = crate::settings::read_limited(path)
+        let text = crate::input::read_limited(path)
             .with_context(|| format!("{}: cannot read the bench results", path.display()))?;
         let value: serde_json::Value =
             serde_json::from_str(&text).with_context(|| format!("{}: not JSON", path.display()))?;

@@ -102,7 +102,7 @@ fn raw_of(v: &toml::Value) -> Raw {
 
 /// Reads and parses a scenario file, with the size limit every input file has.
 pub fn load(path: &Path) -> Result<Scenario, ScenarioError> {
-    let text = crate::settings::read_limited(path).map_err(|io| ScenarioError::Read {
+    let text = crate::input::read_limited(path).map_err(|io| ScenarioError::Read {
         path: path.to_path_buf(),
         io,
     })?;
@@ -325,6 +325,13 @@ fn knob_entries<'v>(
                 .iter()
                 .map(|(k, v)| (format!("{field}.{k}"), v))
                 .collect()
+        }
+        // A table's name given a plain value: say what the table looks like.
+        _ if section == "traffic" && key == "rush" => {
+            return Err(src.fail(
+                field,
+                "a rush is a table: rush = { rate = 2000, start = \"16h\", duration = \"4h\" } (creates/s, start and length of the daily rush)".into(),
+            ));
         }
         _ => vec![(field.to_string(), value)],
     })

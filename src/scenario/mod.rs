@@ -325,12 +325,18 @@ mod tests {
         assert_eq!(one.settings.retentions(), [259_200.0]);
     }
 
-    /// Issue 15: `idemcalc scenario /dev/zero` grew to gigabytes; input files have a limit.
+    /// Issue 15: `idemcalc scenario /dev/zero` grew to gigabytes; input files are regular
+    /// files and have a size limit.
     #[test]
     fn an_endless_file_is_refused_quickly() {
         let e = Scenario::load(Path::new("/dev/zero"))
             .unwrap_err()
             .to_string();
-        assert!(e.contains("/dev/zero") && e.contains("limit"), "{e}");
+        assert!(e.contains("/dev/zero") && e.contains("is a device"), "{e}");
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big.toml");
+        std::fs::write(&big, "#".repeat(2 << 20)).unwrap();
+        let e = Scenario::load(&big).unwrap_err().to_string();
+        assert!(e.contains("big.toml") && e.contains("limit"), "{e}");
     }
 }

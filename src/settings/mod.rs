@@ -26,10 +26,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// Input files (scenarios, retry CDFs) are small hand-written text; 1 MiB is a thousand times
-/// the largest bundled one. Reading stops there, so `scenario /dev/zero` is refused at once.
-pub const MAX_INPUT_BYTES: u64 = 1 << 20;
-
 /// A knob whose value was refused. `knob` names the row; flags and files turn it into the
 /// flag or the `file:line:field` the user wrote.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -533,15 +529,24 @@ impl Settings {
         }
     }
 
-    /// The simulation at one retention.
+    /// The simulation at one retention. Its rate is the mean over the arrivals it replays, rush
+    /// included: the automatic sample aims at a number of intents, and a rush counted as base
+    /// traffic replayed a hundred times more intents than aimed at.
     pub fn sim_config(&self, retention_s: f64) -> SimConfig {
         let t = &self.traffic;
+        let arrival_s = t.arrival_s.or_else(|| {
+            t.rush
+                .map(|_| crate::sim::replay::whole_days_arrival_s(retention_s))
+        });
+        let window_s =
+            arrival_s.unwrap_or_else(|| crate::sim::replay::default_arrival_s(retention_s));
+        let rate_per_s = self
+            .arrivals()
+            .map(|a| a.window_mean_rate_per_s(window_s))
+            .unwrap_or(t.rate_per_s);
         SimConfig {
-            rate_per_s: t.rate_per_s,
-            arrival_s: t.arrival_s.or_else(|| {
-                t.rush
-                    .map(|_| crate::sim::replay::whole_days_arrival_s(retention_s))
-            }),
+            rate_per_s,
+            arrival_s,
             sample: t.sample,
             target_ordinary: t.target_intents,
             request_log: false,
@@ -600,29 +605,4 @@ impl Settings {
             replicas: self.model.replicas,
         }
     }
-}
-
-/// Reads a text input file, refusing one larger than [`MAX_INPUT_BYTES`] before reading it all.
-pub fn read_limited(path: &std::path::Path) -> Result<String, std::io::Error> {
-    let bytes = read_limited_bytes(path, MAX_INPUT_BYTES)?;
-    String::from_utf8(bytes)
-        .map_err(|_| std::io::Error::new(std::io::ErrorKind::InvalidData, "not UTF-8 text"))
-}
-
-/// Reads at most `limit` bytes of `path`, failing on a larger file rather than truncating it.
-pub fn read_limited_bytes(path: &std::path::Path, limit: u64) -> Result<Vec<u8>, std::io::Error> {
-    use std::io::Read as _;
-    let file = std::fs::File::open(path)?;
-    let mut bytes = Vec::new();
-    file.take(limit + 1).read_to_end(&mut bytes)?;
-    if bytes.len() as u64 > limit {
-        return Err(std::io::Error::new(
-            std::io::ErrorKind::InvalidData,
-            format!(
-                "larger than the {} KiB limit for an input file",
-                limit / 1024
-            ),
-        ));
-    }
-    Ok(bytes)
 }

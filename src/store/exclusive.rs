@@ -11,7 +11,15 @@
 //!   that dies releases its lock with its descriptors, so a crash never leaves the store held.
 //! - PostgreSQL: a session-level advisory lock, keyed by the schema, on a connection of its own
 //!   whose `application_name` carries the holder's pid. The server releases it when that session
-//!   ends, including when the process dies.
+//!   ends, including when the process dies. A watcher asks that session for a `SELECT 1` every
+//!   second: a session the server has ended (`pg_terminate_backend`, a restart) no longer holds
+//!   anything, and the run stops at its next transaction instead of writing unheld.
+//! - Redis: a key `PREFIX:hold` in the server itself, set only when absent, holding a token that
+//!   names the holder, with a 15 s expiry that a watcher renews every 3 s while its token is
+//!   still there. A lock file would hold the prefix only among runs that share a temporary
+//!   directory; the key holds it among every process that reaches the server. A process that
+//!   dies leaves the key to expire; a renewal that finds another token, or none, means the hold
+//!   is lost, and the run stops at its next transaction.
 //!
 //! Within one process any number of connections and pools share the hold (a registry counts
 //! them), since one run opens several connections to its own store.
@@ -21,11 +29,16 @@ use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Seek as _, Write as _};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 /// A store held by this process; released when the last clone is dropped.
 pub struct Held {
     what: Holding,
+    /// The thread that keeps a server-side hold alive and notices its loss (PostgreSQL, Redis).
+    watch: Option<Watch>,
 }
 
 enum Holding {
@@ -33,19 +46,106 @@ enum Holding {
         path: PathBuf,
         _file: File,
     },
-    /// The session that holds the advisory lock; closing it releases the lock. Boxed: a client
-    /// is far larger than the file variant.
-    Session {
-        _client: Box<Mutex<postgres::Client>>,
+    /// The advisory lock's session lives in the watcher thread, which closes it on release.
+    Session,
+    /// A hold kept on the store's server (the Redis hold key), given back on release.
+    Server {
+        release: Mutex<Option<Release>>,
     },
+}
+
+/// A watcher thread and what it found.
+struct Watch {
+    stop: Arc<AtomicBool>,
+    /// Why the hold was lost; `None` while it holds.
+    lost: Arc<Mutex<Option<String>>>,
+    thread: Option<JoinHandle<()>>,
+    location: String,
+}
+
+impl Watch {
+    /// Runs `beat` every `every` until stopped or until it returns why the hold was lost.
+    fn start(
+        location: &str,
+        every: Duration,
+        mut beat: impl FnMut() -> Result<(), String> + Send + 'static,
+    ) -> Watch {
+        let stop = Arc::new(AtomicBool::new(false));
+        let lost = Arc::new(Mutex::new(None));
+        let (stop2, lost2) = (stop.clone(), lost.clone());
+        let thread = std::thread::spawn(move || {
+            loop {
+                // Short naps, so a release does not wait out a whole period.
+                let until = Instant::now() + every;
+                while Instant::now() < until {
+                    if stop2.load(Ordering::Acquire) {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                if let Err(why) = beat() {
+                    *lost2.lock().unwrap_or_else(|p| p.into_inner()) = Some(why);
+                    return;
+                }
+            }
+        });
+        Watch {
+            stop,
+            lost,
+            thread: Some(thread),
+            location: location.to_string(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Held {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let what = match &self.what {
+            Holding::File { path, .. } => format!("lock file {}", path.display()),
+            Holding::Session => "PostgreSQL session".to_string(),
+            Holding::Server { .. } => "a hold on the server".to_string(),
+        };
+        f.debug_struct("Held").field("what", &what).finish()
+    }
+}
+
+impl Held {
+    /// `Err` once the hold is lost: what holds a `Held` checks this before each transaction, so
+    /// a run that no longer holds its store stops before its next write.
+    pub fn check(&self) -> Result<(), StoreError> {
+        let Some(w) = &self.watch else {
+            return Ok(());
+        };
+        match &*w.lost.lock().unwrap_or_else(|p| p.into_inner()) {
+            None => Ok(()),
+            Some(why) => Err(StoreError::Lost {
+                location: w.location.clone(),
+                message: why.clone(),
+            }),
+        }
+    }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        if let Holding::File { path, .. } = &self.what {
-            // Removed while still locked: a process that opens the old file after this finds it
-            // unlinked and tries again (see `lock_file`).
-            let _ = std::fs::remove_file(path);
+        if let Some(w) = &mut self.watch {
+            w.stop.store(true, Ordering::Release);
+            if let Some(t) = w.thread.take() {
+                let _ = t.join();
+            }
+        }
+        match &self.what {
+            Holding::File { path, .. } => {
+                // Removed while still locked: a process that opens the old file after this finds
+                // it unlinked and tries again (see `lock_file`).
+                let _ = std::fs::remove_file(path);
+            }
+            Holding::Server { release } => {
+                if let Some(release) = release.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                    release();
+                }
+            }
+            Holding::Session => {}
         }
     }
 }
@@ -144,6 +244,7 @@ fn lock_file(db: &Path, path: &Path) -> Result<Held, StoreError> {
                 path: path.to_path_buf(),
                 _file: file,
             },
+            watch: None,
         });
     }
     Err(fail(format!(
@@ -238,10 +339,48 @@ pub fn hold_pg_schema(
                 "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
             )));
         }
+        // The session moves into the watcher, which closes it (releasing the lock) when stopped.
+        let schema_name = schema.to_string();
+        let watch = Watch::start(location, PG_WATCH_EVERY, move || {
+            client.simple_query("SELECT 1").map(drop).map_err(|e| {
+                format!(
+                    "the session holding schema `{schema_name}` ended ({}); another run may take the schema now",
+                    super::pg_message(&e)
+                )
+            })
+        });
         Ok(Held {
-            what: Holding::Session {
-                _client: Box::new(Mutex::new(client)),
+            what: Holding::Session,
+            watch: Some(watch),
+        })
+    })
+}
+
+/// How often the PostgreSQL hold's session is asked whether it is still there.
+const PG_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// Why a server-side hold ended, from its watcher's periodic check; `Ok` while it holds.
+pub type Beat = Box<dyn FnMut() -> Result<(), String> + Send>;
+
+/// Gives a server-side hold back (deletes a key that still holds our token).
+pub type Release = Box<dyn FnOnce() + Send + Sync>;
+
+/// Holds the store named by `key` for this process through a hold kept on its server: `acquire`
+/// takes it (or says who has it) and returns the check a watcher runs every `every`, and how to
+/// give it back when the last clone is dropped.
+pub fn hold_on_server(
+    key: String,
+    location: &str,
+    every: Duration,
+    acquire: impl FnOnce() -> Result<(Beat, Release), StoreError>,
+) -> Result<Arc<Held>, StoreError> {
+    hold(key, || {
+        let (beat, release) = acquire()?;
+        Ok(Held {
+            what: Holding::Server {
+                release: Mutex::new(Some(release)),
             },
+            watch: Some(Watch::start(location, every, beat)),
         })
     })
 }

@@ -63,15 +63,15 @@ impl GroupPolicy {
     pub fn validate(&self) -> Result<(), String> {
         if self.max_batch == 0 || self.max_batch > MAX_BATCH_LIMIT {
             return Err(format!(
-                "the batch size must be between 1 and {MAX_BATCH_LIMIT} transactions, not {}",
+                "--batch {}: the batch size must be between 1 and {MAX_BATCH_LIMIT} transactions (e.g. --batch 256)",
                 self.max_batch
             ));
         }
         if self.max_wait > MAX_WAIT_LIMIT {
             return Err(format!(
-                "the maximum wait must be at most {} ms, not {} ms",
-                MAX_WAIT_LIMIT.as_millis(),
-                self.max_wait.as_millis()
+                "--max-wait {}: a batch may stay open at most {} ms (e.g. --max-wait 2ms)",
+                crate::duration::format_secs(self.max_wait.as_secs_f64()),
+                MAX_WAIT_LIMIT.as_millis()
             ));
         }
         Ok(())

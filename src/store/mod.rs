@@ -171,6 +171,24 @@ pub enum StoreError {
     /// A `--store` value that names no store.
     #[error("store `{spec}`: {message}")]
     Spec { spec: String, message: String },
+    /// The run's hold on its store is gone (the server ended the holding session, or the Redis
+    /// hold key expired or was taken): another run may write into it now.
+    #[error("{location}: {message}")]
+    Lost { location: String, message: String },
+}
+
+/// What `store` already holds ("12 records and 3 labels"), or `None` when it is empty. A run
+/// that counts what it writes needs an empty store, and a labels table filled by an earlier run
+/// would fail it half-way on a unique violation, so every table is counted, not the keys alone.
+pub fn existing_contents(store: &mut dyn Store) -> Result<Option<String>, StoreError> {
+    let keys = store.count_keys()?;
+    let labels = store.count_labels()?;
+    Ok(match (keys, labels) {
+        (0, 0) => None,
+        (k, 0) => Some(format!("{k} records")),
+        (0, l) => Some(format!("{l} labels")),
+        (k, l) => Some(format!("{k} records and {l} labels")),
+    })
 }
 
 /// The text of a PostgreSQL error with what the driver's own `Display` leaves out: the server's
@@ -478,6 +496,8 @@ pub enum StorePool {
         labels_path: PathBuf,
         /// How the labels file is opened.
         labels: SqliteOptions,
+        /// The prefix's hold, kept between connections.
+        _hold: std::sync::Arc<exclusive::Held>,
     },
 }
 
@@ -506,12 +526,13 @@ impl StorePool {
                 let prefix = prefix.unwrap_or_else(|| "idemcalc".to_string());
                 let labels_path =
                     std::env::temp_dir().join(format!("idemcalc-redis-{prefix}-labels.sqlite"));
-                RedisStore::open_with(&url, &prefix, &labels_path, &options.sqlite)?;
+                let first = RedisStore::open_with(&url, &prefix, &labels_path, &options.sqlite)?;
                 Ok(StorePool::Redis {
                     url,
                     prefix,
                     labels_path,
                     labels: options.sqlite.clone(),
+                    _hold: first.hold(),
                 })
             }
         }
@@ -573,6 +594,7 @@ impl StorePool {
                 prefix,
                 labels_path,
                 labels,
+                ..
             } => Some(RedisStore::open_with(url, prefix, labels_path, labels)),
             _ => None,
         }

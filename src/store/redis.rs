@@ -17,13 +17,15 @@
 //!   the sweeper removes what the virtual clock has expired, as `PEXPIREAT` would in production.
 //!   Its entries are counted in the store's bytes, like SQLite's `expires_at` index.
 
+use super::exclusive::{self, Held};
 use super::{
     Completion, Invariants, KeyRow, KeyState, LabelRow, LeaseToken, Millis, NewKey, SqliteOptions,
     SqliteStore, Store, StoreBytes, StoreError, Tx,
 };
 use redis::{Commands as _, Connection, Script};
 use std::path::{Path, PathBuf};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
 
 /// A Redis key store with its labels in a SQLite file.
 pub struct RedisStore {
@@ -32,6 +34,8 @@ pub struct RedisStore {
     prefix: String,
     labels: SqliteStore,
     labels_path: PathBuf,
+    /// The prefix's hold key, shared by every connection of this process to the prefix.
+    hold: Arc<Held>,
 }
 
 fn err(location: &str, e: redis::RedisError) -> StoreError {
@@ -120,6 +124,8 @@ impl RedisStore {
         labels: &SqliteOptions,
     ) -> Result<Self, StoreError> {
         let con = connect(url)?;
+        let location = format!("{} (prefix {prefix})", super::postgres::redact_url(url));
+        let hold = hold_prefix(url, prefix, &location)?;
         let labels = SqliteStore::open(labels_path, labels)?;
         Ok(RedisStore {
             con,
@@ -127,11 +133,17 @@ impl RedisStore {
             prefix: prefix.to_string(),
             labels,
             labels_path: labels_path.to_path_buf(),
+            hold,
         })
     }
 
     fn index(&self) -> String {
         index_name(&self.prefix)
+    }
+
+    /// The prefix's hold, for a pool that opens connections later and must keep it meanwhile.
+    pub(crate) fn hold(&self) -> Arc<Held> {
+        self.hold.clone()
     }
 
     /// The connection, URL, prefix and label store, for the bench's raw baseline and fill, which
@@ -198,6 +210,113 @@ fn connect(url: &str) -> Result<Connection, StoreError> {
     Ok(con)
 }
 
+/// How long a Redis hold outlives its last renewal: a killed run's prefix is free again after it.
+pub const HOLD_TTL: Duration = Duration::from_secs(15);
+
+/// How often a Redis hold is renewed: five renewals fit in its expiry, so a slow server or a
+/// busy machine does not lose it.
+const RENEW_EVERY: Duration = Duration::from_secs(3);
+
+/// Renew the hold only while it is ours.
+static RENEW: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// Delete the hold only while it is ours.
+static UNHOLD: LazyLock<Script> = LazyLock::new(|| {
+    Script::new(
+        r#"
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"#,
+    )
+});
+
+/// The hold key under `prefix`: `P:hold`, holding a token that names the holder.
+pub fn hold_key(prefix: &str) -> String {
+    format!("{prefix}:hold")
+}
+
+/// Holds `prefix` on the server at `url` for this process, or says who holds it. The hold is a
+/// key in Redis itself (see `store::exclusive`), so it holds among every process that reaches
+/// the server, whatever their temporary directories or machines.
+pub fn hold_prefix(url: &str, prefix: &str, location: &str) -> Result<Arc<Held>, StoreError> {
+    let key = hold_key(prefix);
+    exclusive::hold_on_server(
+        format!("redis:{url}/{prefix}"),
+        location,
+        RENEW_EVERY,
+        || {
+            let fail = |message: String| StoreError::Open {
+                location: location.to_string(),
+                message,
+            };
+            let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default();
+            let token = format!(
+                "idemcalc pid {} on {} ({})",
+                std::process::id(),
+                if host.is_empty() { "this host" } else { &host },
+                uuid::Uuid::new_v4().simple()
+            );
+            let mut con = connect(url)?;
+            let ttl_ms = HOLD_TTL.as_millis() as u64;
+            let set: Option<String> = redis::cmd("SET")
+                .arg(&key)
+                .arg(&token)
+                .arg("NX")
+                .arg("PX")
+                .arg(ttl_ms)
+                .query(&mut con)
+                .map_err(|e| fail(format!("cannot set the hold key {key}: {e}")))?;
+            if set.is_none() {
+                let holder: Option<String> =
+                    redis::cmd("GET").arg(&key).query(&mut con).ok().flatten();
+                let who = holder
+                    .map(|h| h.split(" (").next().unwrap_or_default().to_string())
+                    .filter(|h| !h.is_empty())
+                    .unwrap_or_else(|| "another process".to_string());
+                return Err(fail(format!(
+                    "prefix `{prefix}` is in use by another idemcalc run ({who} holds the key {key}); wait for it to finish (a run that was killed frees it within {} s), or name another prefix with ?prefix=NAME",
+                    HOLD_TTL.as_secs()
+                )));
+            }
+            let (beat_key, beat_token) = (key.clone(), token.clone());
+            let beat: exclusive::Beat = Box::new(move || {
+                let renewed: Result<i64, _> = RENEW
+                    .key(&beat_key)
+                    .arg(&beat_token)
+                    .arg(ttl_ms)
+                    .invoke(&mut con);
+                match renewed {
+                    Ok(1) => Ok(()),
+                    Ok(_) => Err(format!(
+                        "the hold key {beat_key} expired or was taken by another process; another run may be writing under this prefix now"
+                    )),
+                    // One renewal without an answer leaves the key four more periods; the next
+                    // one decides.
+                    Err(e) if e.is_timeout() => Ok(()),
+                    Err(e) => Err(format!("cannot renew the hold key {beat_key}: {e}")),
+                }
+            });
+            let url = url.to_string();
+            let release: exclusive::Release = Box::new(move || {
+                if let Ok(mut con) = connect(&url) {
+                    let _: Result<i64, _> = UNHOLD.key(&key).arg(&token).invoke(&mut con);
+                }
+            });
+            Ok((beat, release))
+        },
+    )
+}
+
 /// Asks the server at `url` for a PONG: whether a run can use it at all.
 pub fn ping(url: &str) -> Result<(), StoreError> {
     redis::cmd("PING")
@@ -233,13 +352,15 @@ pub fn drop_prefix(url: &str, prefix: &str) -> Result<u64, StoreError> {
     unlink_prefix(&mut connect(url)?, url, prefix)
 }
 
-/// Whether any key lives under `prefix` on the server at `url` (a record or the expiry index).
+/// Whether any key lives under `prefix` on the server at `url` (a record or the expiry index;
+/// not the hold key, which says who is using the prefix, not what it holds).
 pub fn holds_keys(url: &str, prefix: &str) -> Result<bool, StoreError> {
     let mut con = connect(url)?;
+    let hold = hold_key(prefix);
     let mut names = con
         .scan_match::<_, String>(format!("{prefix}:*"))
         .map_err(|e| err(url, e))?;
-    Ok(names.next().is_some())
+    Ok(names.any(|n| n.is_ok_and(|n| n != hold)))
 }
 
 fn unlink_prefix(con: &mut Connection, url: &str, prefix: &str) -> Result<u64, StoreError> {
@@ -484,6 +605,7 @@ impl Tx for RedisTx<'_> {
 
 impl Store for RedisStore {
     fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        self.hold.check()?;
         let RedisStore {
             con,
             url,
@@ -506,6 +628,7 @@ impl Store for RedisStore {
         now_ms: Millis,
         batch: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
+        self.hold.check()?;
         let index = self.index();
         let names: Vec<String> = SWEEP
             .key(&index)

@@ -148,6 +148,13 @@ impl SqliteStore {
             location: location.clone(),
             message: explain(&e),
         };
+        // A device or a pipe opens as an empty database that then fails on its first table.
+        if path.exists() {
+            crate::input::check_regular(path).map_err(|e| StoreError::Open {
+                location: location.clone(),
+                message: format!("{e} (a new path creates a store there)"),
+            })?;
+        }
         let conn = Connection::open(path).map_err(open_err)?;
         // Before any statement: a store another process holds is not touched at all.
         let exclusive = if options.exclusive {

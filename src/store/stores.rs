@@ -323,7 +323,7 @@ impl Stores {
             StoreSpec::Redis { url, prefix } => {
                 let name = self.schema_or_prefix(prefix.as_deref(), slot);
                 let labels_path = self.labels_path(&name);
-                RedisStore::open_with(url, &name, &labels_path, &sqlite)?;
+                let first = RedisStore::open_with(url, &name, &labels_path, &sqlite)?;
                 if prefix.is_none() {
                     self.remember(Scratch::Prefix(url.clone(), name.clone()));
                 }
@@ -332,6 +332,7 @@ impl Stores {
                     prefix: name,
                     labels_path,
                     labels: sqlite,
+                    _hold: first.hold(),
                 })
             }
         }
@@ -408,9 +409,11 @@ impl Stores {
             }
             StoreSpec::Redis { url, prefix } => {
                 let name = self.schema_or_prefix(prefix.as_deref(), slot);
+                let location = format!("{} (prefix {name})", redact_url(url));
+                let held = super::redis::hold_prefix(url, &name, &location)?;
                 if super::redis::holds_keys(url, &name)? {
                     return Err(exists(
-                        format!("{} (prefix {name})", redact_url(url)),
+                        location,
                         "delete its keys or name another with ?prefix=NAME".into(),
                     ));
                 }
@@ -421,7 +424,7 @@ impl Stores {
                         "remove it or name another prefix".into(),
                     ));
                 }
-                Ok(None)
+                Ok(Some(held))
             }
         }
     }

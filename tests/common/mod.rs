@@ -123,7 +123,7 @@ impl Backend {
         Some(Self::redis_at(&url))
     }
 
-    fn redis_at(url: &str) -> Self {
+    pub fn redis_at(url: &str) -> Self {
         let prefix = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
         let dir = tempfile::tempdir().expect("temp dir");
         RedisStore::open(url, &prefix, &dir.path().join("labels.sqlite"))
@@ -315,4 +315,106 @@ pub fn json_of(args: &[&str]) -> serde_json::Value {
         String::from_utf8_lossy(&out.stderr)
     );
     serde_json::from_slice(&out.stdout).unwrap()
+}
+
+/// A `redis-server` of the test's own on a free port, for a test that changes server settings
+/// (`maxmemory`) or needs the server to hold nothing else: the shared server at
+/// `IDEMCALC_REDIS_URL` may hold other programs' keys, which an LRU cap would evict instead of
+/// the test's. Stopped when dropped. `None` (said on stderr) where `redis-server` is not
+/// installed, except in CI, where the Redis tests must run.
+pub struct OwnRedis {
+    child: std::process::Child,
+    _dir: tempfile::TempDir,
+    pub url: String,
+}
+
+impl OwnRedis {
+    pub fn start() -> Option<Self> {
+        let dir = tempfile::tempdir().expect("temp dir");
+        // The port is free when asked; another process could take it before the server binds,
+        // so a failed start is retried on a new port.
+        for _ in 0..5 {
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .and_then(|l| l.local_addr())
+                .expect("a free port")
+                .port();
+            let spawned = std::process::Command::new("redis-server")
+                .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+                .args(["--save", "", "--appendonly", "no"])
+                .arg("--dir")
+                .arg(dir.path())
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn();
+            let mut child = match spawned {
+                Ok(child) => child,
+                Err(e) => {
+                    if std::env::var_os("CI").is_some() {
+                        panic!("CI is set but redis-server cannot be started: {e}");
+                    }
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "*** redis-server cannot be started ({e}): a test that needs its own Redis was SKIPPED"
+                    );
+                    return None;
+                }
+            };
+            let url = format!("redis://127.0.0.1:{port}");
+            for _ in 0..100 {
+                let up = redis::Client::open(url.as_str())
+                    .and_then(|c| c.get_connection())
+                    .and_then(|mut c| redis::cmd("PING").query::<String>(&mut c));
+                if up.is_ok() {
+                    return Some(OwnRedis {
+                        child,
+                        _dir: dir,
+                        url,
+                    });
+                }
+                if child.try_wait().ok().flatten().is_some() {
+                    break;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        panic!("redis-server did not start on any of five free ports");
+    }
+
+    /// A backend on this server under a fresh prefix.
+    pub fn backend(&self) -> Backend {
+        Backend::redis_at(&self.url)
+    }
+}
+
+impl Drop for OwnRedis {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The exit code and stderr of `child`, killing it (and failing the test) if it is still running
+/// after `limit`: a hang fails the test instead of blocking the suite.
+pub fn wait_within(
+    mut child: std::process::Child,
+    limit: std::time::Duration,
+) -> (Option<i32>, String) {
+    let started = std::time::Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("poll the child") {
+            let mut err = String::new();
+            if let Some(mut stderr) = child.stderr.take() {
+                use std::io::Read as _;
+                let _ = stderr.read_to_string(&mut err);
+            }
+            return (status.code(), err);
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            panic!("the child is still running after {limit:?}: it hangs");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

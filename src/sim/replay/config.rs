@@ -181,6 +181,19 @@ pub enum SimError {
     Engine(#[from] EngineError),
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The store failed after the run had started writing into it: the server went away, a
+    /// connection or the run's hold on the store was lost. Its own exit code, since the input
+    /// was fine and the store now holds a partial run.
+    #[error(
+        "the store failed after {} of {} simulated (it holds that part of the run: rerun on a new store, a new file, ?schema= or ?prefix=)",
+        crate::duration::format_secs(simulated_s.round()),
+        crate::duration::format_secs(arrival_s.round())
+    )]
+    StoreFailed {
+        source: StoreError,
+        simulated_s: f64,
+        arrival_s: f64,
+    },
 }
 
 /// A [`SimError::Invalid`] naming the parameter.

@@ -8,7 +8,7 @@ use super::config::{SimConfig, SimError, invalid};
 use super::tallies::{SeriesPoint, Tallies};
 use crate::carrier::{Carrier, CarrierConfig};
 use crate::clock::{Millis, VirtualClock};
-use crate::engine::Engine;
+use crate::engine::{Engine, EngineError};
 use crate::sim::flow::Observed;
 use crate::store::Store;
 use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
@@ -87,14 +87,13 @@ pub fn run_once(
     finish(r)
 }
 
-/// `store`, if it holds no record: a simulation counts every record in it as its own.
+/// `store`, if it holds nothing: a simulation counts every record and label in it as its own.
 fn empty(mut store: Box<dyn Store>) -> Result<Box<dyn Store>, SimError> {
-    let existing = store.count_keys()?;
-    if existing > 0 {
+    if let Some(what) = crate::store::existing_contents(store.as_mut())? {
         return Err(invalid(
             "--store",
             format!(
-                "{} already holds {existing} records; a simulation needs an empty store (a new file or schema)",
+                "{} already holds {what}; a simulation needs an empty store (a new file or schema)",
                 store.describe()
             ),
         ));
@@ -239,9 +238,27 @@ impl Schedule {
     }
 }
 
-/// The replay loop: runs until arrivals have stopped and every request is done, or the run
-/// is interrupted.
+/// The replay loop; a store that fails once the loop has begun writing is reported with how far
+/// the run got ([`SimError::StoreFailed`]).
 fn drive(r: &mut Replay<'_>, s: &mut Schedule, progress: &Progress<'_>) -> Result<(), SimError> {
+    drive_events(r, s, progress).map_err(|e| match e {
+        SimError::Store(source) | SimError::Engine(EngineError::Store(source)) => {
+            SimError::StoreFailed {
+                source,
+                simulated_s: r.flow.now_ms() as f64 / 1000.0,
+                arrival_s: s.arrival_ms as f64 / 1000.0,
+            }
+        }
+        other => other,
+    })
+}
+
+/// Runs until arrivals have stopped and every request is done, or the run is interrupted.
+fn drive_events(
+    r: &mut Replay<'_>,
+    s: &mut Schedule,
+    progress: &Progress<'_>,
+) -> Result<(), SimError> {
     let mut observed = Vec::new();
     let mut last_tick = Instant::now();
     loop {

@@ -171,6 +171,7 @@ impl PostgresStore {
 
 impl Store for PostgresStore {
     fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
+        self.pool.inner.check_held()?;
         // Retrying BEGIN is safe: nothing has run in the transaction yet.
         self.retrying(|c| c.client.batch_execute("BEGIN"))?;
         let pool: &PoolInner = &self.pool.inner;
@@ -190,6 +191,7 @@ impl Store for PostgresStore {
         now_ms: Millis,
         batch: u32,
     ) -> Result<Vec<(String, String)>, StoreError> {
+        self.pool.inner.check_held()?;
         if let Sweeper::Partitions { period_ms } = self.pool.inner.options.sweeper {
             return self.drop_expired_partitions(now_ms, period_ms);
         }

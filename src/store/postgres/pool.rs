@@ -30,6 +30,13 @@ pub(super) struct PgManager {
     shared: Arc<PoolInner>,
 }
 
+impl PoolInner {
+    /// `Err` once the schema's hold is lost (see [`exclusive::Held::check`]).
+    pub(super) fn check_held(&self) -> Result<(), StoreError> {
+        self._exclusive.as_ref().map_or(Ok(()), |h| h.check())
+    }
+}
+
 impl r2d2::ManageConnection for PgManager {
     type Connection = Conn;
     type Error = StoreError;
