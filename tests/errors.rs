@@ -480,3 +480,33 @@ fn unclear_messages_name_the_flag_field_or_file_and_the_fix() {
         "{err}"
     );
 }
+
+/// Issue 22: an output that cannot be written is refused before any simulation (a report to a
+/// read-only place failed after 25-49 s of work); `report` writes to reports/ by default.
+#[test]
+fn outputs_are_checked_before_any_work() {
+    let (code, out, err) = idemcalc(&[
+        "simulate",
+        "--report",
+        "/nonexistent-dir/run.html",
+        "--retention",
+        "1h",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--report") && err.contains("does not exist"),
+        "{err}"
+    );
+    assert!(out.is_empty(), "nothing was simulated: {out}");
+    let (code, _, err) = idemcalc(&[
+        "report",
+        "--scenarios",
+        &manifest_path("scenarios"),
+        "--out",
+        "/proc/idemcalc-report",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--out /proc/idemcalc-report"), "{err}");
+    let (_, help, _) = idemcalc(&["report", "--help"]);
+    assert!(help.contains("[default: reports]"), "{help}");
+}

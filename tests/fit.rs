@@ -210,10 +210,15 @@ fn unreadable_logs_name_the_file_and_column() {
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("log.csv") && err.contains("no column `time`"),
+        err.contains("log.csv") && err.contains("missing column `time`"),
         "{err}"
     );
-    assert!(err.contains("--time-column"), "{err}");
+    // Every missing column at once, each with the flag and the likely candidate.
+    assert!(err.contains("--time-column ts"), "{err}");
+    assert!(
+        err.contains("column `idempotency_key`") && err.contains("--key-column key"),
+        "{err}"
+    );
     // Renamed by flags, the same file reads.
     let text = ok(idemcalc(&[
         "fit",
@@ -224,6 +229,9 @@ fn unreadable_logs_name_the_file_and_column() {
         "key",
     ]));
     assert!(text.contains("Read 2 rows"), "{text}");
+    // No status column: every call answered, and said.
+    assert!(text.contains("no `status` column"), "{text}");
+    assert!(text.contains("Timeout fraction    0%"), "{text}");
 
     let weird = path(dir.path(), "log.xlsx");
     std::fs::write(&weird, "x").unwrap();

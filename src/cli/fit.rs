@@ -60,6 +60,9 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         },
         time_unit: args.time_unit,
     };
+    if let Some(out) = &args.out {
+        super::check_output_file(out, "--out")?;
+    }
     let started = std::time::Instant::now();
     let f = fit::fit(&args.logs, &options)?;
     let elapsed = started.elapsed();

@@ -12,6 +12,7 @@ pub(crate) mod scenario;
 pub(crate) mod simulate;
 
 use clap::{Parser, Subcommand};
+use std::path::Path;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -108,6 +109,45 @@ fn error_chain(e: &anyhow::Error) -> String {
         text.push_str(&line);
     }
     text
+}
+
+/// Creates `dir` if needed and checks that a file can be written in it, before any work: a
+/// report to a read-only place failed after simulating for tens of seconds.
+pub(crate) fn check_output_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        anyhow::anyhow!("{flag} {}: cannot create the directory: {e}", dir.display())
+    })?;
+    probe(dir).map_err(|e| anyhow::anyhow!("{flag} {}: cannot write here: {e}", dir.display()))
+}
+
+/// Checks that the file `path` can be written (its directory exists and takes a file; the path
+/// is not a directory), before any work.
+pub(crate) fn check_output_file(path: &Path, flag: &str) -> anyhow::Result<()> {
+    if path.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: is a directory; give a file name",
+            path.display()
+        );
+    }
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    if !dir.is_dir() {
+        anyhow::bail!(
+            "{flag} {}: the directory {} does not exist",
+            path.display(),
+            dir.display()
+        );
+    }
+    probe(dir).map_err(|e| anyhow::anyhow!("{flag} {}: cannot write there: {e}", path.display()))
+}
+
+/// Writes and removes a probe file in `dir`.
+fn probe(dir: &Path) -> std::io::Result<()> {
+    let probe = dir.join(format!(".idemcalc-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"")?;
+    std::fs::remove_file(&probe)
 }
 
 /// How a subcommand prints its result.

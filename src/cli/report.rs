@@ -18,8 +18,8 @@ pub struct ReportArgs {
     #[arg(long, value_name = "DIR")]
     pub scenarios: PathBuf,
     /// Directory to write index.html, summary.json, summary.md and tables/ into (created if
-    /// needed), e.g. reports/.
-    #[arg(long, value_name = "DIR")]
+    /// needed).
+    #[arg(long, value_name = "DIR", default_value = "reports")]
     pub out: PathBuf,
     /// A previous report's summary.json: each figure's change is shown with its interval,
     /// marked only when larger than sampling explains, and `[budgets] max_store_growth` fails
@@ -73,6 +73,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             args.scenarios.display()
         );
     }
+    super::check_output_dir(&args.out, "--out")?;
     if args.compare_store.len() > MAX_COMPARED_STORES {
         bail!(
             "--compare-store: at most {MAX_COMPARED_STORES} stores, not {}",

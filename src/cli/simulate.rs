@@ -92,9 +92,16 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         println!("{}", serde_json::to_string_pretty(&settings)?);
         return Ok(0);
     }
+    // Every output is checked before the simulation runs, not after it.
     if let Some(path) = &settings.traffic.request_log {
-        // Refuse an unknown extension before the simulation runs, not after.
         crate::fit::log_kind(path)?;
+        super::check_output_file(path, "--request-log")?;
+    }
+    if let Some(path) = &args.report {
+        super::check_output_file(path, "--report")?;
+    }
+    if let Some(dir) = &args.out {
+        super::check_output_dir(dir, "--out")?;
     }
     let plan = Plan::new(&settings)?;
     let reports = simulate_plan(args, &plan, args.quiet)?;

@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod columns;
 mod estimate;
 mod log;
 mod read;
@@ -33,9 +34,10 @@ mod retries;
 mod scenario_file;
 mod summary;
 
+pub use columns::Columns;
 pub use estimate::{CallerShare, Estimate, SizeFit};
 pub use log::write_log;
-pub use read::{BadRows, Columns, TimeUnit, log_kind};
+pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
 
 use estimate::Spans;
@@ -60,6 +62,9 @@ fn file_err(path: &Path, message: impl Into<String>) -> FitError {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Fit {
     pub files: Vec<String>,
+    /// What the reader guessed or could not use: a missing status column, columns not read,
+    /// columns that look like the ones `fit` reads under other names.
+    pub warnings: Vec<String>,
     pub rows: u64,
     pub bad_rows: BadRows,
     /// Rows standing for more than one request (a `weight` column): the simulator's samples.
@@ -114,6 +119,7 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         bad,
         rows,
         caller_names,
+        warnings,
     } = read::read_logs(paths, options)?;
     if reqs.is_empty() {
         return Err(no_usable_rows(paths, rows, &bad));
@@ -131,6 +137,7 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         estimate::callers(arrivals.caller_weights, &caller_names, arrivals.intents.0);
     Ok(Fit {
         files: paths.iter().map(|p| p.display().to_string()).collect(),
+        warnings,
         rows,
         bad_rows: bad,
         weighted,

@@ -11,47 +11,6 @@ use serde::Serialize;
 use super::{FitError, FitOptions, file_err};
 use crate::payload::fnv64;
 
-/// Column names in the log, set by flags; the defaults are the names docs/fit.md documents.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Columns {
-    pub time: String,
-    pub caller: String,
-    pub key: String,
-    pub status: String,
-    pub response_bytes: String,
-    pub replayed: String,
-    pub weight: String,
-}
-
-impl Columns {
-    /// Every column, in the order each reader reads them.
-    fn all(&self) -> [&String; 7] {
-        [
-            &self.time,
-            &self.caller,
-            &self.key,
-            &self.status,
-            &self.response_bytes,
-            &self.replayed,
-            &self.weight,
-        ]
-    }
-}
-
-impl Default for Columns {
-    fn default() -> Self {
-        Columns {
-            time: "time".into(),
-            caller: "caller".into(),
-            key: "idempotency_key".into(),
-            status: "status".into(),
-            response_bytes: "response_bytes".into(),
-            replayed: "replayed".into(),
-            weight: "weight".into(),
-        }
-    }
-}
-
 /// The unit of a numeric `time` column (text times are RFC 3339).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
 pub enum TimeUnit {
@@ -97,6 +56,7 @@ pub(super) struct Log {
     pub(super) rows: u64,
     /// Indexed by [`Req::caller`].
     pub(super) caller_names: Vec<String>,
+    pub(super) warnings: Vec<String>,
 }
 
 /// The furthest a request's time may be from 1970, in seconds (about 3,170 years): a time past
@@ -139,6 +99,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
         bad,
         rows,
         caller_names,
+        warnings,
         ..
     } = reader;
     Ok(Log {
@@ -146,6 +107,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
         bad,
         rows,
         caller_names,
+        warnings,
     })
 }
 
@@ -205,7 +167,13 @@ struct Reader<'o> {
     reqs: Vec<Req>,
     bad: BadRows,
     rows: u64,
+    warnings: Vec<String>,
+    /// The file being read has no status column: its calls were all answered.
+    status_absent: bool,
 }
+
+/// The status a row without one is given when its log has no status column: answered (a 2xx).
+const ANSWERED: u16 = 200;
 
 impl<'o> Reader<'o> {
     fn new(options: &'o FitOptions) -> Self {
@@ -216,7 +184,27 @@ impl<'o> Reader<'o> {
             reqs: Vec::new(),
             bad: BadRows::default(),
             rows: 0,
+            warnings: Vec::new(),
+            status_absent: false,
         }
+    }
+
+    /// Checks a file's column names: every missing required column is an error naming all of
+    /// them; the rest become warnings, each naming the file.
+    fn columns(&mut self, path: &Path, found: &[String]) -> Result<(), FitError> {
+        let report = super::columns::check(found, &self.options.columns);
+        if let Some(message) = report.missing_message(found) {
+            return Err(file_err(path, message));
+        }
+        self.status_absent = report.status_absent;
+        let name = path.display().to_string();
+        self.warnings.extend(
+            report
+                .warnings
+                .into_iter()
+                .map(|w| format!("{}: {w}", name.escape_debug())),
+        );
+        Ok(())
     }
 
     fn caller_id(&mut self, name: &str) -> u32 {
@@ -276,6 +264,7 @@ impl<'o> Reader<'o> {
             _ => String::new(),
         };
         let status = match status.number() {
+            Ok(None) if self.status_absent => ANSWERED,
             Ok(None) => 0,
             Ok(Some(v)) if v == v.trunc() && (0.0..=999.0).contains(&v) => v as u16,
             _ => {
@@ -332,23 +321,12 @@ impl<'o> Reader<'o> {
     fn read_frame(&mut self, path: &Path, df: &DataFrame) -> Result<(), FitError> {
         let c = &self.options.columns;
         let names = c.all();
-        for required in [&c.time, &c.key] {
-            if df.column(required).is_err() {
-                let found: Vec<String> = df
-                    .get_column_names()
-                    .iter()
-                    .map(|n| n.to_string())
-                    .collect();
-                return Err(file_err(
-                    path,
-                    format!(
-                        "no column `{required}` (found {}); name it with --{}-column",
-                        found.join(", "),
-                        if required == &c.time { "time" } else { "key" }
-                    ),
-                ));
-            }
-        }
+        let found: Vec<String> = df
+            .get_column_names()
+            .iter()
+            .map(|n| n.to_string())
+            .collect();
+        self.columns(path, &found)?;
         // Owned, typed copies the cell iterators borrow from.
         let series: Vec<Option<Series>> = names
             .iter()
@@ -462,6 +440,9 @@ impl<'o> Reader<'o> {
         let names = columns.all();
         let mut reader = std::io::BufReader::new(file);
         let mut bytes = Vec::new();
+        // Every field name seen, for the column check at the end (bounded: a log whose rows
+        // all name different fields is not worth remembering them all).
+        let mut seen: Vec<String> = Vec::new();
         for index in 0.. {
             let more = crate::input::next_line(&mut reader, &mut bytes)
                 .map_err(|e| file_err(path, format!("line {}: {e}", index + 1)))?;
@@ -476,6 +457,13 @@ impl<'o> Reader<'o> {
                 self.bad.add(path, index, "not a JSON object");
                 continue;
             };
+            for k in obj.keys() {
+                if seen.len() < 1000 && !seen.contains(k) {
+                    seen.push(k.clone());
+                }
+            }
+            // A row without the status field was answered, as a log without the column.
+            self.status_absent = !obj.contains_key(names[3].as_str());
             let cell = |name: &str| match obj.get(name) {
                 Some(serde_json::Value::String(s)) => Cell::Str(s.as_str()),
                 Some(serde_json::Value::Number(n)) => n.as_f64().map_or(Cell::Null, Cell::Num),
@@ -493,7 +481,7 @@ impl<'o> Reader<'o> {
             ];
             self.row(path, index, cells);
         }
-        Ok(())
+        self.columns(path, &seen)
     }
 }
 

@@ -30,6 +30,9 @@ impl Fit {
             approx_duration(self.log_span_s),
             if self.weighted { ", rows weighted" } else { "" }
         );
+        for w in &self.warnings {
+            out.push_str(&format!("Warning: {w}\n"));
+        }
         if self.bad_rows.total > 0 {
             out.push_str(&format!(
                 "Bad rows, left out: {}\n",
