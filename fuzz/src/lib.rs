@@ -53,7 +53,7 @@ pub fn scenario(text: &str) {
             let _ = s.engine_config();
             let _ = s.carrier_config();
             let _ = s.sim_configs();
-            let _ = s.arrivals();
+            let _ = s.settings.arrivals();
         }
         Err(e) => assert!(e.to_string().contains("fuzz.toml"), "{e}"),
     }

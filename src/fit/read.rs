@@ -392,7 +392,7 @@ impl<'o> Reader<'o> {
             .with_infer_schema_length(Some(0))
             .try_into_reader_with_file_path(Some(path.to_path_buf()))
             .and_then(|r| r.finish())
-            .map_err(|e| file_err(path, e.to_string()))?;
+            .map_err(|e| file_err(path, csv_message(&e.to_string())))?;
         self.read_frame(path, &df)
     }
 
@@ -482,6 +482,21 @@ impl<'o> Reader<'o> {
             self.row(path, index, cells);
         }
         self.columns(path, &seen)
+    }
+}
+
+#[cfg(feature = "tables")]
+/// polars' CSV error without its advice, which names Python options (`truncate_ragged_lines`,
+/// `infer_schema_length`) a user of `fit` cannot set; with what to do instead.
+fn csv_message(polars: &str) -> String {
+    let first = polars.split("\n\n").next().unwrap_or(polars).trim();
+    let first: String = first.chars().take(300).collect();
+    if polars.contains("truncate_ragged_lines") {
+        format!("{first}: a row has more fields than the header; check the delimiter and quoting")
+    } else if polars.contains("infer_schema_length") || polars.contains("could not parse") {
+        format!("{first}: check the file's quoting (an unclosed quote runs to the end of the file)")
+    } else {
+        first
     }
 }
 

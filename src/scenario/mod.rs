@@ -169,7 +169,7 @@ pub fn load_dir(dir: &Path) -> Result<Vec<Loaded>, Vec<ScenarioError>> {
     };
     let mut paths: Vec<PathBuf> = entries
         .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|x| x == "toml") && p.is_file())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
         .collect();
     paths.sort();
     let mut loaded = Vec::new();
