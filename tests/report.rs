@@ -203,6 +203,9 @@ fn failure_demonstrations_stand_apart() {
     assert_eq!(json["scenarios"][1]["kind"], "failure");
     assert!(json["scenarios"][1]["decision"].is_null());
     let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    // Issue 22: a folder without budgets says so, not "All 0 budget checks hold".
+    assert!(md.contains("No budgets set"), "{md}");
+    assert!(!md.contains("All 0 budget checks"), "{md}");
     let failures = md
         .find("### Failure demonstrations")
         .expect("a failure table");
@@ -287,6 +290,13 @@ fn a_baseline_comparison_marks_only_real_changes() {
     assert!(store["relative"].as_f64().unwrap() > 0.3, "{store:#?}");
     let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
     assert!(md.contains("### Against the baseline"), "{md}");
+    // Issue 22: the change comes before the tables, the broken growth check is counted with the
+    // others and shown in the run's Budgets cell, and no cell holds raw HTML.
+    let against = md.find("### Against the baseline").unwrap();
+    assert!(against < md.find("### Sizing runs").unwrap(), "{md}");
+    assert!(md.contains("1 of 1 budget checks broken"), "{md}");
+    assert!(md.contains("❌ max_store_growth ≤ +10.0%"), "{md}");
+    assert!(!md.contains("<br>"), "{md}");
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("id=\"comparison\""));
 
