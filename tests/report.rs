@@ -297,6 +297,18 @@ fn a_baseline_comparison_marks_only_real_changes() {
     assert!(md.contains("1 of 1 budget checks broken"), "{md}");
     assert!(md.contains("❌ max_store_growth ≤ +10.0%"), "{md}");
     assert!(!md.contains("<br>"), "{md}");
+    // Which input changed, not only which figure.
+    assert!(md.contains("Inputs changed:"), "{md}");
+    assert!(md.contains("response_bytes"), "{md}");
+    assert!(
+        json["comparison"]["changed_inputs"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|c| c["input"]
+                .as_str()
+                .is_some_and(|i| i.contains("response_bytes")))),
+        "{:#?}",
+        json["comparison"]["changed_inputs"]
+    );
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("id=\"comparison\""));
 

@@ -381,6 +381,28 @@ fn comparison_md(out: &mut String, c: &Comparison) {
         real.len(),
         c.z_threshold
     ));
+    if c.changed_inputs.is_empty() {
+        out.push_str("Inputs: unchanged.\n\n");
+    } else {
+        out.push_str("Inputs changed:\n\n");
+        for x in c.changed_inputs.iter().take(20) {
+            out.push_str(&format!(
+                "- {} ({}): `{}` {} → {}\n",
+                cell(&x.scenario),
+                x.retention,
+                cell(&x.input),
+                cell(&x.before),
+                cell(&x.after)
+            ));
+        }
+        if c.changed_inputs.len() > 20 {
+            out.push_str(&format!(
+                "- and {} more (summary.json, `comparison.changed_inputs`)\n",
+                c.changed_inputs.len() - 20
+            ));
+        }
+        out.push('\n');
+    }
     if !real.is_empty() {
         out.push_str(
             "| Scenario | Retention | Figure | Before | After | Change (95% interval) |\n",

@@ -11,7 +11,7 @@
 //! The baseline is read as plain JSON, field by field, so a summary of any schema version (1 to 3)
 //! compares; a scenario or retention missing on either side is listed, not guessed.
 
-use super::results::{BrokenBudget, Change, Comparison, RunFigures, Summary};
+use super::results::{BrokenBudget, Change, Comparison, InputChange, RunFigures, Summary};
 use crate::sim::replay::Figure;
 use statrs::distribution::{ContinuousCDF, Normal};
 use std::path::Path;
@@ -46,13 +46,19 @@ pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison>
     })?;
     let mut pairs = Vec::new();
     let mut only_in_this_run = Vec::new();
+    let mut changed_inputs = Vec::new();
     for s in &summary.scenarios {
         for r in &s.runs {
             match before
                 .iter()
                 .find(|b| b.scenario == s.name && b.retention == r.retention)
             {
-                Some(b) => pairs.push((s.name.clone(), r.retention.clone(), b, &r.figures)),
+                Some(b) => {
+                    if let (Some(old), Ok(new)) = (&b.config, serde_json::to_value(&r.config)) {
+                        changed_inputs.extend(input_changes(&s.name, &r.retention, old, &new));
+                    }
+                    pairs.push((s.name.clone(), r.retention.clone(), b, &r.figures))
+                }
                 None => only_in_this_run.push(format!("{} ({})", s.name, r.retention)),
             }
         }
@@ -92,6 +98,7 @@ pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison>
         changes,
         only_in_baseline,
         only_in_this_run,
+        changed_inputs,
     })
 }
 
@@ -197,6 +204,53 @@ struct BaselineRun {
     scenario: String,
     retention: String,
     figures: std::collections::BTreeMap<String, Figure>,
+    /// The run's simulation inputs (schema 2 and later).
+    config: Option<serde_json::Value>,
+}
+
+/// The simulation inputs that differ between a baseline run and this one, as dotted paths of the
+/// run's `config` (`engine.retention_ms`, `carrier.price_usd`): what changed, so a reader of the
+/// figures' changes knows why.
+fn input_changes(
+    scenario: &str,
+    retention: &str,
+    before: &serde_json::Value,
+    after: &serde_json::Value,
+) -> Vec<InputChange> {
+    let (mut old, mut new) = (Vec::new(), Vec::new());
+    flatten("", before, &mut old);
+    flatten("", after, &mut new);
+    let mut out = Vec::new();
+    for (path, value) in &new {
+        let was = old.iter().find(|(p, _)| p == path).map(|(_, v)| v.clone());
+        if was.as_ref() != Some(value) {
+            out.push(InputChange {
+                scenario: scenario.to_string(),
+                retention: retention.to_string(),
+                input: path.clone(),
+                before: was.unwrap_or_else(|| "(absent)".into()),
+                after: value.clone(),
+            });
+        }
+    }
+    out
+}
+
+/// A JSON value as `(dotted path, value text)` leaves.
+fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    match v {
+        serde_json::Value::Object(map) => {
+            for (k, x) in map {
+                let path = if prefix.is_empty() {
+                    k.clone()
+                } else {
+                    format!("{prefix}.{k}")
+                };
+                flatten(&path, x, out);
+            }
+        }
+        other => out.push((prefix.to_string(), other.to_string())),
+    }
 }
 
 fn runs_of(v: &serde_json::Value) -> Option<Vec<BaselineRun>> {
@@ -229,6 +283,7 @@ fn runs_of(v: &serde_json::Value) -> Option<Vec<BaselineRun>> {
                 scenario: name.to_string(),
                 retention: retention.to_string(),
                 figures,
+                config: r.get("config").cloned(),
             });
         }
     }

@@ -307,6 +307,19 @@ pub struct Comparison {
     /// `scenario (retention)` present on one side only.
     pub only_in_baseline: Vec<String>,
     pub only_in_this_run: Vec<String>,
+    /// The simulation inputs that differ from the baseline's, run by run.
+    pub changed_inputs: Vec<InputChange>,
+}
+
+/// One simulation input that differs from the baseline's.
+#[derive(Debug, Clone, Serialize)]
+pub struct InputChange {
+    pub scenario: String,
+    pub retention: String,
+    /// A dotted path into the run's `config`, e.g. `engine.retention_ms`.
+    pub input: String,
+    pub before: String,
+    pub after: String,
 }
 
 /// One figure before and after.

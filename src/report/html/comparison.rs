@@ -22,6 +22,8 @@ pub(super) struct ComparisonView {
     baseline: String,
     summary: String,
     rows: Vec<ChangeRow>,
+    /// `a (24h): engine.response_bytes 300 → 1200`, one per changed input.
+    inputs: Vec<String>,
 }
 
 pub(super) fn view(c: &Comparison) -> ComparisonView {
@@ -45,6 +47,16 @@ pub(super) fn view(c: &Comparison) -> ComparisonView {
                 after: show(kind(x.figure), x.after.estimate),
                 change: vocabulary::relative_text(x),
                 real: x.real,
+            })
+            .collect(),
+        inputs: c
+            .changed_inputs
+            .iter()
+            .map(|x| {
+                format!(
+                    "{} ({}): {} {} → {}",
+                    x.scenario, x.retention, x.input, x.before, x.after
+                )
             })
             .collect(),
     }
