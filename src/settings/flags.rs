@@ -42,8 +42,46 @@ impl<const C: u8> Flags<C> {
     }
 }
 
+/// `--help` headings, in the order they are shown: a knob's heading is its scenario-file
+/// section, so the help reads like a scenario file (`--retention` first, not 25th).
+const HEADINGS: [(&str, &str); 6] = [
+    ("engine.", "Engine (the seed's server)"),
+    ("traffic.", "Traffic and the client"),
+    ("carrier.", "Carrier"),
+    ("budgets.", "Budgets (the decision)"),
+    ("model.", "Model and prices"),
+    ("", "Run"),
+];
+
+fn heading(k: &super::knobs::Knob) -> usize {
+    let field = k.field.unwrap_or("");
+    HEADINGS
+        .iter()
+        .position(|(prefix, _)| field.starts_with(prefix))
+        .unwrap_or(HEADINGS.len() - 1)
+}
+
+/// The first sentence of a help text, for `-h`; `--help` shows it all.
+fn first_sentence(help: &str) -> &str {
+    let mut from = 0;
+    while let Some(i) = help[from..].find(". ") {
+        let end = from + i;
+        let before = &help[..end];
+        if !(before.ends_with("e.g") || before.ends_with("i.e")) {
+            return &help[..=end];
+        }
+        from = end + 2;
+    }
+    help
+}
+
 fn augment(mut cmd: Command, command: u8) -> Command {
-    for k in KNOBS.iter().filter(|k| k.commands & command != 0) {
+    let mut knobs: Vec<_> = KNOBS.iter().filter(|k| k.commands & command != 0).collect();
+    // Stable: within a heading, the table's order.
+    knobs.sort_by_key(|k| heading(k));
+    for k in knobs {
+        let section = HEADINGS[heading(k)].1;
+        let short = first_sentence(k.help).to_string();
         let mut help = k.help.to_string();
         if let Kind::Choice(words) = k.kind {
             let words: Vec<String> = words.iter().map(|w| w.replace('_', "-")).collect();
@@ -52,7 +90,9 @@ fn augment(mut cmd: Command, command: u8) -> Command {
         if k.kind == Kind::Switch {
             let mut arg = Arg::new(k.name)
                 .long(&k.flag[2..])
-                .help(help)
+                .help(short)
+                .long_help(help)
+                .help_heading(section)
                 .action(ArgAction::SetTrue);
             for a in k.aliases {
                 arg = arg.alias(*a);
@@ -66,7 +106,9 @@ fn augment(mut cmd: Command, command: u8) -> Command {
         let mut arg = Arg::new(k.name)
             .long(&k.flag[2..])
             .value_name(k.value_name)
-            .help(help)
+            .help(short)
+            .long_help(help)
+            .help_heading(section)
             .action(ArgAction::Set)
             .num_args(1)
             // `--rate -3` reaches the check, which names the flag, instead of clap's
