@@ -198,6 +198,8 @@ fn failure_demonstrations_stand_apart() {
     let out = tempfile::tempdir().unwrap();
     let r = report(dir.path(), out.path());
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
+    // Outside a terminal the run says what it is doing instead of nothing (issue 22).
+    assert!(r.stderr.contains("running: 2 scenarios"), "{}", r.stderr);
     let json: serde_json::Value =
         serde_json::from_slice(&std::fs::read(out.path().join("summary.json")).unwrap()).unwrap();
     assert_eq!(json["scenarios"][1]["kind"], "failure");

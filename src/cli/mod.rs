@@ -157,19 +157,76 @@ pub enum Format {
     Json,
 }
 
-/// The progress bar of a long run: hidden when asked, or when stderr is not a terminal.
-pub(crate) fn progress_bar(quiet: bool, what: &str) -> indicatif::ProgressBar {
+/// How a long run shows its progress: a bar on a terminal; outside one (a CI log) a line every
+/// [`PROGRESS_LINE_EVERY`], since a report that prints nothing for minutes looks hung; nothing
+/// with `--quiet`.
+pub(crate) struct ProgressOut {
+    bar: indicatif::ProgressBar,
+    /// Outside a terminal: what the lines say, and when the last one was printed.
+    lines: Option<(String, std::sync::Mutex<std::time::Instant>)>,
+    started: std::time::Instant,
+}
+
+/// How often a run outside a terminal says how far it got.
+const PROGRESS_LINE_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+impl ProgressOut {
+    /// Positions run from 0 to 1000.
+    pub(crate) fn set_position(&self, position: u64) {
+        self.bar.set_position(position);
+        let Some((what, last)) = &self.lines else {
+            return;
+        };
+        let mut last = last.lock().unwrap_or_else(|p| p.into_inner());
+        if last.elapsed() < PROGRESS_LINE_EVERY || position == 0 {
+            return;
+        }
+        *last = std::time::Instant::now();
+        let done = position.min(1000) as f64 / 1000.0;
+        let elapsed = self.started.elapsed().as_secs_f64();
+        let left = elapsed * (1.0 - done) / done;
+        eprintln!(
+            "{what}: {:.0}% after {}, about {} to go",
+            done * 100.0,
+            crate::format::approx_duration(elapsed),
+            crate::format::approx_duration(left)
+        );
+    }
+
+    pub(crate) fn set_message(&self, message: String) {
+        if let Some((what, _)) = &self.lines {
+            eprintln!("{what}: {message}");
+        }
+        self.bar.set_message(message);
+    }
+
+    pub(crate) fn finish_and_clear(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+/// The progress of a long run (see [`ProgressOut`]).
+pub(crate) fn progress_bar(quiet: bool, what: &str) -> ProgressOut {
     use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
     use std::io::IsTerminal as _;
+    let started = std::time::Instant::now();
     if quiet || !std::io::stderr().is_terminal() {
-        return ProgressBar::hidden();
+        return ProgressOut {
+            bar: ProgressBar::hidden(),
+            lines: (!quiet).then(|| (what.to_string(), std::sync::Mutex::new(started))),
+            started,
+        };
     }
     let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
     b.set_style(
         ProgressStyle::with_template(&format!(
-            "{{spinner}} {what} {{msg:<12}} {{wide_bar}} {{percent:>3}}% {{elapsed}}"
+            "{{spinner}} {what} {{msg:<12}} {{wide_bar}} {{percent:>3}}% {{elapsed}} (about {{eta}} to go)"
         ))
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    b
+    ProgressOut {
+        bar: b,
+        lines: None,
+        started,
+    }
 }
