@@ -615,6 +615,37 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
     );
     assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
 
+    // Issue 22: a link's values outside what the flag or file would take are refused, visibly,
+    // and the controls stay where they were.
+    d.go("about:blank");
+    d.go(&format!("{url}#max_duplicates=-5&rate=99999999"));
+    let note =
+        d.js("var n = document.getElementById('fragment-note'); return [n.hidden, n.textContent]");
+    assert_eq!(note[0], false, "{note}");
+    let text = note[1].as_str().unwrap_or_default();
+    assert!(
+        text.contains("max_duplicates=-5") && text.contains("rate=99999999"),
+        "{text}"
+    );
+    assert!(
+        !d.js("return location.hash")
+            .as_str()
+            .unwrap_or_default()
+            .contains("99999999"),
+        "a refused value is not kept in the link"
+    );
+
+    // A target no retention meets together with the 25 GB store budget (only the 30-day
+    // horizon has no duplicates, and it holds far more than 25 GB): the card says none, in red,
+    // and why.
+    d.go("about:blank");
+    d.go(&format!("{url}#max_duplicates=0.0001"));
+    let card = d.js("var o = document.getElementById('out-decision'); return [o.textContent, o.parentNode.classList.contains('blocked'), document.getElementById('out-decision-note').textContent]");
+    assert_eq!(card[0], "none", "{card}");
+    assert_eq!(card[1], true, "{card}");
+    let why = card[2].as_str().unwrap_or_default();
+    assert!(why.contains("none meets all of them at once"), "{why}");
+
     // Print: every scenario shows, the controls do not.
     d.cmd(
         "POST",

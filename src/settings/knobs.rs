@@ -729,6 +729,26 @@ pub const KNOBS: &[Knob] = &[
 ];
 
 /// The knob called `name`; the table is static, so a missing name is a bug caught by the tests.
+/// The range of a rate-per-day knob (budgets in duplicates a day).
+const PER_DAY_RANGE: (f64, f64) = (0.0, 1e12);
+
+impl Knob {
+    /// The numbers this knob takes, `(lowest, highest)` in its unit (seconds for durations,
+    /// bytes for sizes), for code that offers the knob's values elsewhere (the report's
+    /// what-if panel checks a link's values against it); `None` for words, paths and switches.
+    pub fn numeric_range(&self) -> Option<(f64, f64)> {
+        match self.kind {
+            Kind::Duration { max_s, .. } => Some((0.0, max_s)),
+            Kind::Number { min, max, .. } => Some((min, max)),
+            Kind::Fraction => Some((0.0, 1.0)),
+            Kind::Count { min, max } => Some((min as f64, max as f64)),
+            Kind::PerDay => Some(PER_DAY_RANGE),
+            Kind::Size => Some((1.0, crate::payload::MAX_SIZE_BYTES)),
+            Kind::Choice(_) | Kind::Path | Kind::Switch => None,
+        }
+    }
+}
+
 pub fn knob(name: &str) -> &'static Knob {
     KNOBS
         .iter()
@@ -917,13 +937,14 @@ impl Knob {
                     .ok_or_else(|| unreadable(format!("`{t}` is not one of {}", words.join(", "))))
             }
             Kind::PerDay => {
+                let (lo, hi) = PER_DAY_RANGE;
                 let v = match raw {
                     Raw::Text(t) => crate::decision::parse_per_day(t).map_err(unreadable)?,
                     Raw::Float(f) => *f,
                     Raw::Int(i) => *i as f64,
                     _ => return Err(unreadable(format!("{shown} is not a rate per day"))),
                 };
-                if !(v.is_finite() && (0.0..=1e12).contains(&v)) {
+                if !(v.is_finite() && (lo..=hi).contains(&v)) {
                     return Err(out_of_range(format!(
                         "{shown} is out of range: must be at least 0 and at most 1e12 a day"
                     )));

@@ -72,13 +72,31 @@ fn controls(start: &WhatIfStart) -> serde_json::Value {
     let controls: Vec<serde_json::Value> = CONTROLS
         .iter()
         .map(|(name, label, _, kind, values)| {
+            let (min, max) = control_range(name);
             serde_json::json!({
                 "name": name, "label": label, "kind": kind,
                 "values": control_values(values, own_value(start, name)),
+                "min": min, "max": max,
             })
         })
         .collect();
     serde_json::Value::Array(controls)
+}
+
+/// What a control may be set to from a link: the range its knob takes from a flag or a file
+/// (the one table of limits), so `#rate=99999999` or `#max_duplicates=-5` is refused as
+/// `--rate 99999999` would be.
+fn control_range(control: &str) -> (f64, f64) {
+    let knob = match control {
+        "retention_s" => "retention",
+        "carrier_window_s" => "carrier_window",
+        other => other,
+    };
+    crate::settings::knobs::KNOBS
+        .iter()
+        .find(|k| k.name == knob)
+        .and_then(|k| k.numeric_range())
+        .unwrap_or((0.0, f64::MAX))
 }
 
 fn outputs() -> serde_json::Value {

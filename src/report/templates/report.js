@@ -224,6 +224,28 @@
     return null;
   }
 
+  // Why no retention is recommended: the budgets no retention meets, each named with its limit.
+  function whyNone(params) {
+    var T = M.targets, target = params.max_duplicates_per_day;
+    var hasStore = T.max_store_gb !== null && T.max_store_gb !== undefined;
+    var hasCost = T.max_cost_per_day !== null && T.max_cost_per_day !== undefined;
+    var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
+      .filter(function (r) { return isFinite(r) && r > 0 && r <= M.horizon_s; });
+    var dup = false, store = !hasStore, cost = !hasCost;
+    rs.forEach(function (r) {
+      var v = evaluate(Object.assign({}, params, { retention_s: r }));
+      if (v.duplicate_labels_per_day <= target) dup = true;
+      if (hasStore && v.store_bytes <= T.max_store_gb * 1e9) store = true;
+      if (hasCost && v.total_cost_per_day <= T.max_cost_per_day) cost = true;
+    });
+    var blocked = [];
+    if (!dup) blocked.push("at most " + humanCount(target) + " duplicates/day");
+    if (!store) blocked.push("the store budget of " + humanBytes(T.max_store_gb * 1e9));
+    if (!cost) blocked.push("the cost budget of " + usd(T.max_cost_per_day) + "/day");
+    if (!blocked.length) return "each budget is met by some retention up to " + humanDuration(M.horizon_s) + ", but none meets all of them at once";
+    return "no retention up to " + humanDuration(M.horizon_s) + " meets " + blocked.join(", nor ");
+  }
+
   // ---- Checks at load: the script must agree with Rust, or say so loudly. ----
   M.check_formats.forEach(function (c) {
     var got = FORMAT[c[0]](c[1]);
@@ -437,8 +459,10 @@
         humanCount(s.decided.v.duplicate_labels_per_day) + " duplicates/day, " + usd(s.decided.v.total_cost_per_day) + "/day");
     } else {
       setText("out-decision", "none", "");
-      setText("out-decision-note", "no retention up to " + humanDuration(M.horizon_s) + " meets the target and the budgets");
+      setText("out-decision-note", whyNone(p));
     }
+    var card = document.getElementById("out-decision");
+    if (card && card.parentNode) card.parentNode.classList.toggle("blocked", !s.decided);
     document.body.setAttribute("data-updated", "1");
   }
 
@@ -468,6 +492,7 @@
     var aliases = {};
     M.fragment.forEach(function (a) { aliases[a[0]] = a[1]; });
     applying = true;
+    var refused = [];
     frag.split("&").forEach(function (kv) {
       var parts = kv.split("=");
       var name = aliases[parts[0]] || parts[0];
@@ -475,7 +500,10 @@
       var value = Number(decodeURIComponent(parts[1] || ""));
       var ctl = controls[name];
       if (!ctl) { if (parts[0]) console.warn("unknown report parameter " + parts[0]); return; }
-      if (!isFinite(value)) { console.warn("not a number: " + kv); return; }
+      if (!isFinite(value) || value < ctl.spec.min || value > ctl.spec.max) {
+        refused.push(decodeURIComponent(kv) + " (" + ctl.spec.label + ": " + ctl.spec.min + " to " + ctl.spec.max + ")");
+        return;
+      }
       var i = ctl.values.indexOf(value);
       if (i < 0) {
         ctl.values.push(value);
@@ -487,6 +515,13 @@
       ctl.input.dispatchEvent(new Event("input", { bubbles: true }));
     });
     applying = false;
+    var note = document.getElementById("fragment-note");
+    if (note && refused.length) {
+      note.textContent = "Ignored from the link, out of range: " + refused.join("; ") + ".";
+      note.hidden = false;
+    }
+    // The link keeps what was applied only.
+    if (refused.length) writeFragment();
   }
 
   // ---- Tabs (WAI-ARIA tabs: arrow keys, Home, End): without script every scenario is shown,
