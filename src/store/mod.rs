@@ -252,7 +252,17 @@ impl PgConnectError {
 /// thread of its own so that a silent server cannot block the caller; such a thread is left
 /// waiting on its socket, and the run fails with a message instead of hanging.
 pub fn pg_connect(config: &::postgres::Config) -> Result<::postgres::Client, PgConnectError> {
-    let config = config.clone();
+    let mut config = config.clone();
+    // A server that vanishes mid-run (a host gone, a network cut) leaves a statement waiting
+    // for an answer that never comes: keepalive probes find a silent peer within about 25 s,
+    // and unacknowledged writes fail after 30 s, so the run ends with the store named instead
+    // of hanging.
+    config
+        .keepalives(true)
+        .keepalives_idle(std::time::Duration::from_secs(10))
+        .keepalives_interval(std::time::Duration::from_secs(5))
+        .keepalives_retries(3)
+        .tcp_user_timeout(std::time::Duration::from_secs(30));
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let _ = tx.send(config.connect(::postgres::NoTls));
