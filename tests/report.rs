@@ -313,6 +313,15 @@ fn a_baseline_comparison_marks_only_real_changes() {
     );
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("id=\"comparison\""));
+    // The page's Budgets cell shows the growth check too, as the Markdown's does.
+    assert!(html.contains("Store growth"), "the growth verdict on the page");
+    let verdicts = json["scenarios"][0]["runs"][0]["verdicts"].as_array().unwrap();
+    assert!(
+        verdicts
+            .iter()
+            .any(|v| v["budget"] == "max_store_growth" && v["status"] == "broken"),
+        "{verdicts:#?}"
+    );
 
     // A missing or foreign baseline is a clear error naming the flag or the file.
     let r = report_with(

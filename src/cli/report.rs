@@ -143,8 +143,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     summary.bench = bench;
     if let Some(path) = &args.baseline {
         let comparison = crate::run::compare::compare(&summary, path)?;
-        let grown = crate::run::compare::growth_verdicts(&summary, &comparison);
-        summary.broken_budgets.extend(grown);
+        crate::run::compare::add_growth_verdicts(&mut summary, &comparison);
         summary.comparison = Some(comparison);
     }
     let written = report::write_all(&args.out, &summary)?;

@@ -137,24 +137,6 @@ fn verdicts_md(out: &mut String, summary: &Summary) {
             }
         }
     }
-    // Each scenario's max_store_growth is checked once per run compared with the baseline.
-    if let Some(c) = &summary.comparison {
-        checked += summary
-            .scenarios
-            .iter()
-            .filter(|s| {
-                s.budgets
-                    .as_ref()
-                    .is_some_and(|b| b.max_store_growth.is_some())
-            })
-            .map(|s| {
-                c.changes
-                    .iter()
-                    .filter(|x| x.scenario == s.name && x.figure == "store_bytes")
-                    .count()
-            })
-            .sum::<usize>();
-    }
     let broken = &summary.broken_budgets;
     if checked == 0 {
         out.push_str(
@@ -181,11 +163,13 @@ fn verdicts_md(out: &mut String, summary: &Summary) {
     out.push_str(&format!("Legend: {LEGEND}.\n\n"));
 }
 
-/// A run's verdicts in one table cell, the store-growth check against the baseline among
-/// them. Separated by commas: CommonMark renderers in safe mode drop a raw `<br>`.
-fn run_verdicts(summary: &Summary, scenario: &str, r: &RunResult) -> String {
-    let mut marks: Vec<String> = r
-        .verdicts
+/// A run's verdicts in one table cell (the store-growth check against a baseline among them).
+/// Separated by commas: CommonMark renderers in safe mode drop a raw `<br>`.
+fn run_verdicts(r: &RunResult) -> String {
+    if r.verdicts.is_empty() {
+        return "–".to_string();
+    }
+    r.verdicts
         .iter()
         .map(|v| {
             format!(
@@ -195,34 +179,8 @@ fn run_verdicts(summary: &Summary, scenario: &str, r: &RunResult) -> String {
                 vocabulary::budget_value(v.budget, v.limit)
             )
         })
-        .collect();
-    let growth_limit = summary
-        .scenarios
-        .iter()
-        .find(|s| s.name == scenario)
-        .and_then(|s| s.budgets.as_ref())
-        .and_then(|b| b.max_store_growth);
-    let compared = summary.comparison.as_ref().is_some_and(|c| {
-        c.changes.iter().any(|x| {
-            x.scenario == scenario && x.retention == r.retention && x.figure == "store_bytes"
-        })
-    });
-    if let (Some(limit), true) = (growth_limit, compared) {
-        let broken = summary.broken_budgets.iter().any(|b| {
-            b.scenario == scenario && b.retention == r.retention && b.budget == "max_store_growth"
-        });
-        let status = if broken { Status::Broken } else { Status::Ok };
-        marks.push(format!(
-            "{} max_store_growth ≤ {}",
-            mark(status),
-            vocabulary::budget_value("max_store_growth", limit)
-        ));
-    }
-    if marks.is_empty() {
-        "–".to_string()
-    } else {
-        marks.join(", ")
-    }
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 fn of_kind(summary: &Summary, kind: ScenarioKind) -> impl Iterator<Item = &ScenarioResult> {
@@ -250,7 +208,7 @@ fn sizing_md(out: &mut String, summary: &Summary) {
                 show(Quantity::Bytes, f.bytes_per_record.estimate.round()),
                 range(Quantity::PerDay, &f.duplicate_labels_per_day),
                 range(Quantity::UsdPerDay, &f.total_cost_per_day),
-                run_verdicts(summary, &s.name, r)
+                run_verdicts(r)
             ));
         }
     }
@@ -285,7 +243,7 @@ fn failures_md(out: &mut String, summary: &Summary) {
                 r.retention,
                 range(Quantity::PerDay, &f.duplicate_labels_per_day),
                 range(Quantity::PerDay, &f.unlabelled_per_day),
-                run_verdicts(summary, &s.name, r)
+                run_verdicts(r)
             ));
         }
     }

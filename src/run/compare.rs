@@ -11,7 +11,9 @@
 //! The baseline is read as plain JSON, field by field, so a summary of any schema version (1 to 3)
 //! compares; a scenario or retention missing on either side is listed, not guessed.
 
-use super::results::{BrokenBudget, Change, Comparison, InputChange, RunFigures, Summary};
+use super::results::{
+    BrokenBudget, Change, Comparison, InputChange, RunFigures, Status, Summary, Verdict,
+};
 use crate::sim::replay::Figure;
 use statrs::distribution::{ContinuousCDF, Normal};
 use std::path::Path;
@@ -102,33 +104,54 @@ pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison>
     })
 }
 
-/// The store-growth budgets (`max_store_growth`) that the comparison breaks: a real change of
-/// the store size above the limit.
-pub fn growth_verdicts(summary: &Summary, comparison: &Comparison) -> Vec<BrokenBudget> {
-    let mut out = Vec::new();
-    for s in &summary.scenarios {
+/// Checks each scenario's `max_store_growth` against the comparison: a verdict on every
+/// compared run (the run's Budgets show it like any other budget, and it counts among the
+/// checks), broken on a real growth of the store above the limit, at risk when only the growth's
+/// interval reaches past it. Broken ones join `summary.broken_budgets`.
+pub fn add_growth_verdicts(summary: &mut Summary, comparison: &Comparison) {
+    for s in &mut summary.scenarios {
         let Some(limit) = s.budgets.as_ref().and_then(|b| b.max_store_growth) else {
             continue;
         };
-        for c in comparison
-            .changes
-            .iter()
-            .filter(|c| c.scenario == s.name && c.figure == "store_bytes")
-        {
-            if c.real && c.relative > limit {
-                out.push(BrokenBudget {
+        for r in &mut s.runs {
+            let Some(c) = comparison.changes.iter().find(|c| {
+                c.scenario == s.name && c.retention == r.retention && c.figure == "store_bytes"
+            }) else {
+                continue;
+            };
+            let ci95 = c.relative_ci95.unwrap_or([c.relative, c.relative]);
+            let status = if c.real && c.relative > limit {
+                Status::Broken
+            } else if ci95[1] > limit {
+                Status::AtRisk
+            } else {
+                Status::Ok
+            };
+            r.verdicts.push(Verdict {
+                budget: "max_store_growth",
+                limit,
+                figure: Figure {
+                    estimate: c.relative,
+                    ci95_low: ci95[0],
+                    ci95_high: ci95[1],
+                    analytic: f64::NAN,
+                },
+                unit: "fraction",
+                status,
+            });
+            if status == Status::Broken {
+                summary.broken_budgets.push(BrokenBudget {
                     scenario: s.name.clone(),
                     retention: c.retention.clone(),
                     budget: "max_store_growth",
                     figure: c.relative,
-                    ci95: c.relative_ci95.unwrap_or([c.relative, c.relative]),
+                    ci95,
                     limit,
                     unit: "fraction",
                 });
             }
         }
     }
-    out
 }
 
 fn normal() -> Normal {
