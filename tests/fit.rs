@@ -366,3 +366,58 @@ fn names_from_the_log_cannot_inject_toml_or_escapes() {
     let scenario = Scenario::load(&out_file).unwrap();
     assert_eq!(scenario.settings.engine.retentions_s, vec![86_400.0]);
 }
+
+/// Issue 22: a Parquet `timestamp[ms|us|ns]` or `date` time column (what pyarrow, polars, Spark
+/// and DuckDB write) failed with a raw "cannot create series from Timestamp". It is read as
+/// seconds since 1970 whatever its unit, so the same requests fit the same as epoch seconds.
+#[test]
+fn parquet_timestamp_columns_are_read_in_any_unit() {
+    use polars::prelude::*;
+    use polars_io::prelude::ParquetWriter;
+    let dir = tempfile::tempdir().unwrap();
+    let secs: Vec<i64> = (0..600).map(|i| 1_700_000_000 + i * 7).collect();
+    let keys: Vec<String> = (0..600).map(|i| format!("k{}", i % 500)).collect();
+    let statuses: Vec<i64> = (0..600)
+        .map(|i| if i % 50 == 0 { 0 } else { 201 })
+        .collect();
+    let csv = path(dir.path(), "seconds.csv");
+    let mut text = String::from("time,idempotency_key,status\n");
+    for ((t, k), st) in secs.iter().zip(&keys).zip(&statuses) {
+        text.push_str(&format!("{t},{k},{st}\n"));
+    }
+    std::fs::write(&csv, text).unwrap();
+    let expected = fit::fit(&[csv], &FitOptions::default()).unwrap();
+    for (unit, per_s) in [
+        (TimeUnit::Milliseconds, 1_000),
+        (TimeUnit::Microseconds, 1_000_000),
+        (TimeUnit::Nanoseconds, 1_000_000_000),
+    ] {
+        let ticks: Vec<i64> = secs.iter().map(|s| s * per_s).collect();
+        let time = Series::new("time".into(), ticks)
+            .cast(&DataType::Datetime(unit, None))
+            .unwrap();
+        let mut df = DataFrame::new_infer_height(vec![
+            time.into(),
+            Series::new("idempotency_key".into(), keys.clone()).into(),
+            Series::new("status".into(), statuses.clone()).into(),
+        ])
+        .unwrap();
+        let file = path(dir.path(), &format!("log-{per_s}.parquet"));
+        ParquetWriter::new(std::fs::File::create(&file).unwrap())
+            .finish(&mut df)
+            .unwrap();
+        let got = fit::fit(&[file], &FitOptions::default()).unwrap();
+        assert_eq!(got.keys, expected.keys, "{unit:?}");
+        assert_eq!(got.bad_rows.total, 0, "{unit:?}: {:?}", got.bad_rows);
+        assert!(
+            (got.rate_per_s.estimate - expected.rate_per_s.estimate).abs() < 1e-9,
+            "{unit:?}: {} against {}",
+            got.rate_per_s.estimate,
+            expected.rate_per_s.estimate
+        );
+        assert!(
+            (got.log_span_s - expected.log_span_s).abs() < 1e-6,
+            "{unit:?}"
+        );
+    }
+}

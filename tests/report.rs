@@ -314,8 +314,13 @@ fn a_baseline_comparison_marks_only_real_changes() {
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("id=\"comparison\""));
     // The page's Budgets cell shows the growth check too, as the Markdown's does.
-    assert!(html.contains("Store growth"), "the growth verdict on the page");
-    let verdicts = json["scenarios"][0]["runs"][0]["verdicts"].as_array().unwrap();
+    assert!(
+        html.contains("Store growth"),
+        "the growth verdict on the page"
+    );
+    let verdicts = json["scenarios"][0]["runs"][0]["verdicts"]
+        .as_array()
+        .unwrap();
     assert!(
         verdicts
             .iter()

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 #[cfg(feature = "tables")]
-use polars::prelude::{DataFrame, DataType, Series};
+use polars::prelude::{DataFrame, DataType, Series, TimeUnit as PlTimeUnit};
 use serde::Serialize;
 
 use super::{FitError, FitOptions, file_err};
@@ -170,6 +170,9 @@ struct Reader<'o> {
     warnings: Vec<String>,
     /// The file being read has no status column: its calls were all answered.
     status_absent: bool,
+    /// The file's time column is a typed timestamp or date, already read as seconds since
+    /// 1970: `--time-unit` does not apply to it.
+    time_in_seconds: bool,
 }
 
 /// The status a row without one is given when its log has no status column: answered (a 2xx).
@@ -186,6 +189,7 @@ impl<'o> Reader<'o> {
             rows: 0,
             warnings: Vec::new(),
             status_absent: false,
+            time_in_seconds: false,
         }
     }
 
@@ -231,6 +235,7 @@ impl<'o> Reader<'o> {
                 }
             }
             other => match other.number() {
+                Ok(Some(v)) if self.time_in_seconds => v,
                 Ok(Some(v)) => v * self.options.time_unit.to_s(),
                 _ => f64::NAN,
             },
@@ -336,6 +341,18 @@ impl<'o> Reader<'o> {
                 };
                 let s = col.as_materialized_series().clone();
                 let s = match s.dtype() {
+                    // What pyarrow, polars, Spark and DuckDB write for a time: seconds since 1970.
+                    DataType::Datetime(unit, _) => {
+                        let per_s = match unit {
+                            PlTimeUnit::Milliseconds => 1e3,
+                            PlTimeUnit::Microseconds => 1e6,
+                            PlTimeUnit::Nanoseconds => 1e9,
+                        };
+                        &s.cast(&DataType::Int64)?.cast(&DataType::Float64)? / per_s
+                    }
+                    DataType::Date => {
+                        &s.cast(&DataType::Int32)?.cast(&DataType::Float64)? * 86_400.0
+                    }
                     DataType::String | DataType::Boolean | DataType::Float64 => s,
                     d if d.is_primitive_numeric() => s.cast(&DataType::Float64)?,
                     _ => s.cast(&DataType::String)?,
@@ -344,6 +361,9 @@ impl<'o> Reader<'o> {
             })
             .collect::<Result<_, polars::prelude::PolarsError>>()
             .map_err(|e| file_err(path, e.to_string()))?;
+        self.time_in_seconds = df
+            .column(&c.time)
+            .is_ok_and(|t| matches!(t.dtype(), DataType::Datetime(..) | DataType::Date));
         let height = df.height();
         let mut iters: Vec<Box<dyn Iterator<Item = Cell<'_>> + '_>> = Vec::new();
         for s in &series {
@@ -438,6 +458,7 @@ impl<'o> Reader<'o> {
         let file = crate::input::open(path).map_err(|e| file_err(path, e.to_string()))?;
         let columns = self.options.columns.clone();
         let names = columns.all();
+        self.time_in_seconds = false;
         let mut reader = std::io::BufReader::new(file);
         let mut bytes = Vec::new();
         // Every field name seen, for the column check at the end (bounded: a log whose rows
