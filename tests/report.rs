@@ -218,6 +218,9 @@ fn failure_demonstrations_stand_apart() {
     assert!(!md[..failures].contains("| short-lease |"), "{md}");
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("id=\"demonstrations\""));
+    // The bytes chart's reference line is the model's assumption, as its tooltips say, not
+    // the measured figure the what-if panel starts from (issue 22).
+    assert!(html.contains("assumed 512 B"), "the reference line's label");
 }
 
 fn report_with(scenarios: &Path, out: &Path, extra: &[&str]) -> Run {

@@ -174,7 +174,15 @@ fn bytes_chart(summary: &Summary, start: &WhatIfStart, palette: &RatePalette) ->
     if bpr.is_empty() {
         return None;
     }
-    let assumed = start.params.bytes_per_record;
+    // The model's assumption, as each bar's tooltip says: not the what-if panel's start, which
+    // is the measured figure.
+    let assumed = summary
+        .scenarios
+        .iter()
+        .flat_map(|s| s.runs.iter())
+        .map(|r| r.figures.bytes_per_record.analytic)
+        .find(|a| a.is_finite())
+        .unwrap_or(start.params.bytes_per_record);
     Some(ChartView {
         table: Some(DataTable {
             head: vec!["Run", "Bytes per record"],
