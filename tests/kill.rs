@@ -580,14 +580,32 @@ fn kill_soak() {
     let redis_url = std::env::var(common::REDIS_URL_VAR)
         .ok()
         .filter(|u| !u.trim().is_empty());
+    // Which stores (default all three, in turn) and the first seed, so a second soak can add
+    // runs on some stores without repeating the first one's seeds.
+    let names = ["sqlite", "postgres", "redis"];
+    let chosen: Vec<usize> = std::env::var("IDEMCALC_KILL_SOAK_STORES")
+        .map(|v| {
+            v.split(',')
+                .filter_map(|w| names.iter().position(|n| *n == w.trim()))
+                .collect()
+        })
+        .unwrap_or_else(|_| vec![0, 1, 2]);
+    assert!(
+        !chosen.is_empty(),
+        "IDEMCALC_KILL_SOAK_STORES names none of {names:?}"
+    );
+    let first_seed: u64 = std::env::var("IDEMCALC_KILL_SOAK_FIRST_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1000);
     let mut tallies: [(&str, SoakTally); 3] = Default::default();
-    tallies[0].0 = "sqlite";
-    tallies[1].0 = "postgres";
-    tallies[2].0 = "redis";
+    for (t, name) in tallies.iter_mut().zip(names) {
+        t.0 = name;
+    }
     let started = Instant::now();
     for i in 0..n {
-        let seed = 1000 + i;
-        let store = (i % 3) as usize;
+        let seed = first_seed + i;
+        let store = chosen[(i % chosen.len() as u64) as usize];
         let (ending, found, consistent, window) = match store {
             0 => {
                 // A larger sample than the suite's: a run outlasts the kill window.
