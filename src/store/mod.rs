@@ -436,7 +436,7 @@ impl StoreSpec {
                 None => postgres::redact_url(url),
             },
             StoreSpec::Redis { url, prefix } => match prefix {
-                Some(p) => format!("{} (prefix {p})", postgres::redact_url(url)),
+                Some(p) => redis::location(url, p),
                 None => postgres::redact_url(url),
             },
         }

@@ -124,7 +124,7 @@ impl RedisStore {
         labels: &SqliteOptions,
     ) -> Result<Self, StoreError> {
         let con = connect(url)?;
-        let location = format!("{} (prefix {prefix})", super::postgres::redact_url(url));
+        let location = location(url, prefix);
         let hold = hold_prefix(url, prefix, &location)?;
         let labels = SqliteStore::open(labels_path, labels)?;
         Ok(RedisStore {
@@ -208,6 +208,11 @@ fn connect(url: &str) -> Result<Connection, StoreError> {
         .and_then(|()| con.set_write_timeout(Some(super::CONNECT_DEADLINE)))
         .map_err(|e| open_err(url, e))?;
     Ok(con)
+}
+
+/// A prefix on a server as every message names it (the URL without its password).
+pub fn location(url: &str, prefix: &str) -> String {
+    format!("{} (prefix {prefix})", super::postgres::redact_url(url))
 }
 
 /// How long a Redis hold outlives its last renewal: a killed run's prefix is free again after it.

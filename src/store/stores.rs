@@ -409,7 +409,7 @@ impl Stores {
             }
             StoreSpec::Redis { url, prefix } => {
                 let name = self.schema_or_prefix(prefix.as_deref(), slot);
-                let location = format!("{} (prefix {name})", redact_url(url));
+                let location = super::redis::location(url, &name);
                 let held = super::redis::hold_prefix(url, &name, &location)?;
                 if super::redis::holds_keys(url, &name)? {
                     return Err(exists(
