@@ -10,8 +10,37 @@ use crate::fit::{self, Columns, FitOptions, TimeUnit};
 #[derive(Debug, clap::Args)]
 pub struct FitArgs {
     /// Request logs: .csv, .parquet or .ndjson (.jsonl), one row per request (docs/fit.md).
-    #[arg(required = true, value_name = "LOG")]
+    #[arg(
+        required_unless_present_any = ["aggregates", "emit_sql"],
+        conflicts_with_all = ["aggregates", "emit_sql"],
+        value_name = "LOG"
+    )]
     pub logs: Vec<PathBuf>,
+    /// Print a query for DIALECT that computes what `fit` needs inside the warehouse holding
+    /// the log (--table); save its result and give it to --aggregates.
+    #[arg(
+        long,
+        value_enum,
+        value_name = "DIALECT",
+        requires = "table",
+        conflicts_with = "aggregates"
+    )]
+    pub emit_sql: Option<fit::Dialect>,
+    /// The table --emit-sql reads, as the warehouse names it (e.g. logs.requests).
+    #[arg(long, value_name = "NAME", requires = "emit_sql")]
+    pub table: Option<String>,
+    /// Optional columns the table does not have (--emit-sql), comma-separated.
+    #[arg(
+        long,
+        value_enum,
+        value_delimiter = ',',
+        value_name = "COLUMN",
+        requires = "emit_sql"
+    )]
+    pub without: Vec<fit::OptionalColumn>,
+    /// Fit from the result of the --emit-sql query, saved as .csv or .parquet.
+    #[arg(long, value_name = "RESULT")]
+    pub aggregates: Option<PathBuf>,
     /// Write the fitted scenario here (e.g. my-system.toml); `idemcalc report` runs it as is.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -21,9 +50,10 @@ pub struct FitArgs {
     /// Column with the time the request was sent: seconds (see --time-unit) or RFC 3339.
     #[arg(long, default_value = "time")]
     pub time_column: String,
-    /// Unit of a numeric time column.
-    #[arg(long, value_enum, default_value = "s")]
-    pub time_unit: TimeUnit,
+    /// Unit of a numeric time column [default: s]. With --emit-sql, give it when the column
+    /// holds epoch numbers; without it the column is read as a timestamp.
+    #[arg(long, value_enum)]
+    pub time_unit: Option<TimeUnit>,
     /// Column with the caller (tenant); absent means one caller.
     #[arg(long, default_value = "caller")]
     pub caller_column: String,
@@ -48,23 +78,39 @@ pub struct FitArgs {
 }
 
 pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
+    let columns = Columns {
+        time: args.time_column.clone(),
+        caller: args.caller_column.clone(),
+        key: args.key_column.clone(),
+        status: args.status_column.clone(),
+        response_bytes: args.response_bytes_column.clone(),
+        replayed: args.replayed_column.clone(),
+        weight: args.weight_column.clone(),
+    };
+    if let Some(dialect) = args.emit_sql {
+        let sql = fit::emit_sql(&fit::SqlOptions {
+            dialect,
+            table: args.table.clone().unwrap_or_default(),
+            columns,
+            time_unit: args.time_unit,
+            absent: args.without.clone(),
+        })
+        .map_err(anyhow::Error::msg)?;
+        print!("{sql}");
+        return Ok(0);
+    }
     let options = FitOptions {
-        columns: Columns {
-            time: args.time_column.clone(),
-            caller: args.caller_column.clone(),
-            key: args.key_column.clone(),
-            status: args.status_column.clone(),
-            response_bytes: args.response_bytes_column.clone(),
-            replayed: args.replayed_column.clone(),
-            weight: args.weight_column.clone(),
-        },
-        time_unit: args.time_unit,
+        columns,
+        time_unit: args.time_unit.unwrap_or_default(),
     };
     if let Some(out) = &args.out {
         super::check_output_file(out, "--out")?;
     }
     let started = std::time::Instant::now();
-    let f = fit::fit(&args.logs, &options)?;
+    let f = match &args.aggregates {
+        Some(result) => fit::fit_aggregates(result)?,
+        None => fit::fit(&args.logs, &options)?,
+    };
     let elapsed = started.elapsed();
     if let Some(out) = &args.out {
         let name = match (&args.name, out.file_stem()) {

@@ -2,19 +2,13 @@
 //! its daily profile, the timeout and done fractions, the key and response sizes, the callers;
 //! with 95 % intervals where they mean something.
 
-use std::collections::HashMap;
-
 use serde::Serialize;
 
 use super::FitError;
-use super::read::Req;
+use super::aggregates::{Aggregates, SizeCount, Spans};
 use crate::duration::DAY_S;
 use crate::payload::SizeDist;
 use crate::stats::Z95;
-
-/// Retries answered within this long of the first request tell whether it had run: the
-/// record is surely still there, so a replay means done and a fresh 201 means not.
-const DONE_WITHIN_S: f64 = 3_600.0;
 
 /// At most this many points in a fitted size histogram: enough for a long tail, small enough
 /// for a scenario file a person reads.
@@ -54,20 +48,6 @@ pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Estimate> {
     })
 }
 
-/// Weighted sum and the sum of squared weights: a count and its Poisson variance.
-#[derive(Debug, Clone, Copy, Default)]
-pub(super) struct Sum(pub(super) f64, pub(super) f64);
-
-impl Sum {
-    pub(super) fn add(&mut self, w: f64) {
-        self.0 += w;
-        self.1 += w * w;
-    }
-    pub(super) fn pair(self) -> (f64, f64) {
-        (self.0, self.1)
-    }
-}
-
 /// A fitted size distribution with its summary.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SizeFit {
@@ -85,115 +65,31 @@ pub struct CallerShare {
     pub share: f64,
 }
 
-/// One group per (caller, key) of requests sorted by key, then time: an intent and its
-/// retries, the first request first.
-pub(super) fn groups(reqs: &[Req]) -> Vec<&[Req]> {
-    let mut starts: Vec<usize> = Vec::new();
-    for (i, r) in reqs.iter().enumerate() {
-        if i == 0 || reqs[i - 1].key != r.key {
-            starts.push(i);
-        }
-    }
-    starts
-        .iter()
-        .enumerate()
-        .map(|(g, &s)| {
-            let e = starts.get(g + 1).copied().unwrap_or(reqs.len());
-            &reqs[s..e]
-        })
-        .collect()
-}
-
-/// When the log's first requests and all its rows begin and end, seconds.
-pub(super) struct Spans {
-    pub(super) first_min: f64,
-    pub(super) first_max: f64,
-    pub(super) log_min: f64,
-    pub(super) log_max: f64,
-}
-
-impl Spans {
-    /// Refuses a log whose first requests all share one time: it has no window to count
-    /// arrivals in.
-    pub(super) fn of(reqs: &[Req], groups: &[&[Req]]) -> Result<Spans, FitError> {
-        let first_min = groups
-            .iter()
-            .map(|g| g[0].time_s)
-            .fold(f64::INFINITY, f64::min);
-        let first_max = groups
-            .iter()
-            .map(|g| g[0].time_s)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let log_min = reqs.iter().map(|r| r.time_s).fold(f64::INFINITY, f64::min);
-        let log_max = reqs
-            .iter()
-            .map(|r| r.time_s)
-            .fold(f64::NEG_INFINITY, f64::max);
-        let spans = Spans {
-            first_min,
-            first_max,
-            log_min,
-            log_max,
-        };
-        if spans.arrival_s() <= 0.0 {
-            return Err(FitError::Data(
-                "every key's first request has the same time: the log covers no time to count arrivals in".into(),
-            ));
-        }
-        Ok(spans)
-    }
-
-    /// From the first to the last first request: the window arrivals are counted in.
-    pub(super) fn arrival_s(&self) -> f64 {
-        self.first_max - self.first_min
-    }
-
-    /// From the first to the last row.
-    pub(super) fn log_s(&self) -> f64 {
-        self.log_max - self.log_min
-    }
-}
-
-/// Every key's first request, by weight: the rate, its daily profile, the timeout fraction
-/// and each caller's weight.
+/// The arrival rate, its daily profile and the timeout fraction, from the first requests.
 pub(super) struct Arrivals {
-    pub(super) intents: Sum,
     pub(super) rate_per_s: Estimate,
     pub(super) hourly_rate_per_s: Vec<Option<f64>>,
     pub(super) peak_hour_rate_per_s: Option<f64>,
     pub(super) timeout_fraction: Option<Estimate>,
-    /// Caller id → weight of its first requests.
-    pub(super) caller_weights: HashMap<u32, f64>,
 }
 
-pub(super) fn arrivals(groups: &[&[Req]], spans: &Spans) -> Arrivals {
-    let arrival_span_s = spans.arrival_s();
-    let mut intents = Sum::default();
-    let mut timed_out = Sum::default();
-    let mut answered = Sum::default();
-    let mut hourly = [0.0f64; 24];
-    let mut caller_weights: HashMap<u32, f64> = HashMap::new();
-    for g in groups {
-        let r = g[0];
-        let w = f64::from(r.weight);
-        intents.add(w);
-        if r.status == 0 {
-            timed_out.add(w);
-        } else {
-            answered.add(w);
-        }
-        let hour = ((r.time_s.rem_euclid(DAY_S)) / 3_600.0) as usize;
-        hourly[hour.min(23)] += w;
-        *caller_weights.entry(r.caller).or_insert(0.0) += w;
+/// Refuses a log whose first requests all share one time: it has no window to count arrivals
+/// in.
+pub(super) fn arrivals(a: &Aggregates) -> Result<Arrivals, FitError> {
+    let arrival_span_s = a.spans.arrival_s();
+    if arrival_span_s.is_nan() || arrival_span_s <= 0.0 {
+        return Err(FitError::Data(
+            "every key's first request has the same time: the log covers no time to count arrivals in".into(),
+        ));
     }
-    let rate = intents.0 / arrival_span_s;
-    let rate_half = Z95 * intents.1.sqrt() / arrival_span_s;
+    let rate = a.intents.0 / arrival_span_s;
+    let rate_half = Z95 * a.intents.1.sqrt() / arrival_span_s;
     let rate_per_s = Estimate {
         estimate: rate,
         ci95_low: (rate - rate_half).max(0.0),
         ci95_high: rate + rate_half,
     };
-    let hourly_rate_per_s = hourly_rates(&hourly, spans);
+    let hourly_rate_per_s = hourly_rates(&a.hourly, &a.spans);
     let peak_hour_rate_per_s = (arrival_span_s >= DAY_S)
         .then(|| {
             hourly_rate_per_s
@@ -203,14 +99,12 @@ pub(super) fn arrivals(groups: &[&[Req]], spans: &Spans) -> Arrivals {
                 .fold(f64::NEG_INFINITY, f64::max)
         })
         .filter(|v| v.is_finite());
-    Arrivals {
-        intents,
+    Ok(Arrivals {
         rate_per_s,
         hourly_rate_per_s,
         peak_hour_rate_per_s,
-        timeout_fraction: share(timed_out.pair(), answered.pair()),
-        caller_weights,
-    }
+        timeout_fraction: share(a.timed_out.pair(), a.intents.minus(a.timed_out).pair()),
+    })
 }
 
 /// Arrivals per hour of the day turned into rates: `None` for an hour the arrival window
@@ -235,54 +129,12 @@ fn hourly_rates(hourly: &[f64; 24], spans: &Spans) -> Vec<Option<f64>> {
         .collect()
 }
 
-/// Done fraction: of timed-out first requests answered within an hour, those answered by a
-/// replay. A later retry may find the record purged and run as new, so it says nothing about
-/// the first attempt; an hour is shorter than any retention worth running.
-pub(super) fn done_fraction(groups: &[&[Req]], has_replayed: bool) -> Option<Estimate> {
-    let mut done = Sum::default();
-    let mut not_done = Sum::default();
-    if has_replayed {
-        for g in groups {
-            if g[0].status != 0 {
-                continue;
-            }
-            if let Some(next) = g[1..].iter().find(|r| r.status != 0 && r.replayed != 2)
-                && next.time_s - g[0].time_s <= DONE_WITHIN_S
-            {
-                let w = f64::from(g[0].weight);
-                if next.replayed == 1 && (200..300).contains(&next.status) {
-                    done.add(w);
-                } else {
-                    not_done.add(w);
-                }
-            }
-        }
-    }
-    share(done.pair(), not_done.pair())
-}
-
-/// Each key's length, once per key.
-pub(super) fn key_bytes(groups: &[&[Req]]) -> Option<SizeFit> {
-    size_fit(
-        groups
-            .iter()
-            .map(|g| (f64::from(g[0].key_bytes), f64::from(g[0].weight)))
-            .collect(),
-    )
-}
-
-/// Each key's first 2xx response, once per key.
-pub(super) fn response_bytes(groups: &[&[Req]]) -> Option<SizeFit> {
-    size_fit(
-        groups
-            .iter()
-            .filter_map(|g| {
-                g.iter()
-                    .find(|r| (200..300).contains(&r.status) && r.response_bytes != u32::MAX)
-                    .map(|r| (f64::from(r.response_bytes), f64::from(g[0].weight)))
-            })
-            .collect(),
-    )
+/// A fitted size distribution from the sizes' counts.
+pub(super) fn sizes(counts: &[SizeCount]) -> Option<SizeFit> {
+    size_fit(counts.iter().map(|c| (c.bytes, c.weight)).collect()).map(|mut f| {
+        f.samples = counts.iter().map(|c| c.keys).sum();
+        f
+    })
 }
 
 /// Weighted quantile of sorted `(value, weight)` pairs.
@@ -353,27 +205,15 @@ pub(super) fn round_sig(v: f64, digits: i32) -> f64 {
     (v * scale).round() / scale
 }
 
-/// How many callers there are, and the ten largest by their share of the `total` weight of
-/// first requests (ties by name).
-pub(super) fn callers(
-    caller_weights: HashMap<u32, f64>,
-    caller_names: &[String],
-    total: f64,
-) -> (u64, Vec<CallerShare>) {
-    let mut by_caller: Vec<(String, f64)> = caller_weights
-        .into_iter()
-        .map(|(id, w)| (caller_names[id as usize].clone(), w))
-        .collect();
-    by_caller.sort_by(|a, b| b.1.total_cmp(&a.1).then(a.0.cmp(&b.0)));
-    let top = by_caller
+/// The largest callers' shares of the weight of first requests.
+pub(super) fn callers(a: &Aggregates) -> Vec<CallerShare> {
+    a.top_callers
         .iter()
-        .take(10)
         .map(|(c, w)| CallerShare {
             caller: c.clone(),
-            share: w / total,
+            share: w / a.intents.0,
         })
-        .collect();
-    (by_caller.len() as u64, top)
+        .collect()
 }
 
 #[cfg(test)]

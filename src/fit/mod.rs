@@ -26,12 +26,14 @@ use std::path::{Path, PathBuf};
 use rayon::prelude::*;
 use serde::Serialize;
 
+mod aggregates;
 mod columns;
 mod estimate;
 mod log;
 mod read;
 mod retries;
 mod scenario_file;
+mod sql;
 mod summary;
 
 pub use columns::Columns;
@@ -40,7 +42,10 @@ pub use log::write_log;
 pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
 
-use estimate::Spans;
+pub use aggregates::{Aggregates, SizeCount, Spans, StatRow, Sum};
+pub use sql::{Dialect, OptionalColumn, SqlOptions, emit as emit_sql};
+
+use aggregates::Tally;
 use read::Log;
 
 #[derive(Debug, thiserror::Error)]
@@ -125,45 +130,74 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         return Err(no_usable_rows(paths, rows, &bad));
     }
     // By key, then time: each (caller, key) becomes one run of rows, its first request first.
-    reqs.par_sort_unstable_by(|a, b| a.key.cmp(&b.key).then(a.time_s.total_cmp(&b.time_s)));
-    let weighted = reqs.iter().any(|r| r.weight != 1.0);
-    let has_replayed = reqs.iter().any(|r| r.replayed != 2);
-    let groups = estimate::groups(&reqs);
-    let spans = Spans::of(&reqs, &groups)?;
-    let arrivals = estimate::arrivals(&groups, &spans);
-    let done_fraction = estimate::done_fraction(&groups, has_replayed);
-    let late = retries::retries(&groups, &spans);
-    let (callers, top_callers) =
-        estimate::callers(arrivals.caller_weights, &caller_names, arrivals.intents.0);
-    Ok(Fit {
-        files: paths.iter().map(|p| p.display().to_string()).collect(),
+    reqs.par_sort_unstable_by(read::order);
+    let aggregates = Tally::of_sorted(&reqs).finish(rows, &caller_names);
+    drop(reqs);
+    Fit::from_aggregates(
+        paths.iter().map(|p| p.display().to_string()).collect(),
         warnings,
-        rows,
-        bad_rows: bad,
-        weighted,
-        keys: groups.len() as u64,
-        arrival_span_s: spans.arrival_s(),
-        log_span_s: spans.log_s(),
-        rate_per_s: arrivals.rate_per_s,
-        hourly_rate_per_s: arrivals.hourly_rate_per_s,
-        peak_hour_rate_per_s: arrivals.peak_hour_rate_per_s,
-        timeout_fraction: arrivals.timeout_fraction,
-        done_fraction,
-        retries: late.retries,
-        retried_keys: late.retried_keys,
-        supported_horizon_s: late.supported_horizon_s,
-        latest_retry_s: late.latest_retry_s,
-        retry_cdf: late.cdf,
-        beyond_horizon: late.beyond_horizon,
-        retries_beyond: late.beyond,
-        retry_points: late.points,
-        retry_min_delay_s: late.min_delay_s,
-        retry_max_horizon_s: late.max_horizon_s,
-        key_bytes: estimate::key_bytes(&groups),
-        response_bytes: estimate::response_bytes(&groups),
-        callers,
-        top_callers,
+        bad,
+        &aggregates,
+    )
+}
+
+/// The inputs from a warehouse query's result (`fit --emit-sql`, saved as CSV or Parquet).
+pub fn fit_aggregates(path: &Path) -> Result<Fit, FitError> {
+    let rows = read::read_stat_rows(path)?;
+    let aggregates = Aggregates::from_rows(&rows).map_err(|m| file_err(path, m))?;
+    Fit::from_aggregates(
+        vec![path.display().to_string()],
+        Vec::new(),
+        BadRows::default(),
+        &aggregates,
+    )
+    .map_err(|e| match e {
+        FitError::Data(m) => file_err(path, m),
+        e => e,
     })
+}
+
+impl Fit {
+    /// Every figure from the log's sufficient statistics: the one place they are estimated,
+    /// whichever way the statistics were gathered.
+    pub fn from_aggregates(
+        files: Vec<String>,
+        warnings: Vec<String>,
+        bad_rows: BadRows,
+        a: &Aggregates,
+    ) -> Result<Fit, FitError> {
+        let arrivals = estimate::arrivals(a)?;
+        let late = retries::retries(a);
+        Ok(Fit {
+            files,
+            warnings,
+            rows: a.rows,
+            bad_rows,
+            weighted: a.weighted,
+            keys: a.keys,
+            arrival_span_s: a.spans.arrival_s(),
+            log_span_s: a.spans.log_s(),
+            rate_per_s: arrivals.rate_per_s,
+            hourly_rate_per_s: arrivals.hourly_rate_per_s,
+            peak_hour_rate_per_s: arrivals.peak_hour_rate_per_s,
+            timeout_fraction: arrivals.timeout_fraction,
+            done_fraction: estimate::share(a.done.pair(), a.not_done.pair()),
+            retries: late.retries,
+            retried_keys: late.retried_keys,
+            supported_horizon_s: late.supported_horizon_s,
+            latest_retry_s: late.latest_retry_s,
+            retry_cdf: late.cdf,
+            beyond_horizon: late.beyond_horizon,
+            retries_beyond: late.beyond,
+            retry_points: late.points,
+            retry_min_delay_s: late.min_delay_s,
+            retry_max_horizon_s: late.max_horizon_s,
+            key_bytes: estimate::sizes(&a.key_bytes),
+            response_bytes: estimate::sizes(&a.response_bytes),
+            callers: a.callers,
+            top_callers: estimate::callers(a),
+        })
+    }
 }
 
 /// The logs held no row `fit` can use: say how many rows there were and the first bad one.

@@ -48,6 +48,19 @@ pub(super) struct Req {
     pub(super) weight: f32,
 }
 
+/// The order `fit` reads a key's requests in: by time, ties broken by the rest of the row so
+/// the first request is the same whatever order the file had them in (an unanswered one
+/// first). The warehouse query (`sql.rs`) orders by the same columns.
+pub(super) fn order(a: &Req, b: &Req) -> std::cmp::Ordering {
+    a.key
+        .cmp(&b.key)
+        .then(a.time_s.total_cmp(&b.time_s))
+        .then(a.status.cmp(&b.status))
+        .then(a.response_bytes.cmp(&b.response_bytes))
+        .then(a.replayed.cmp(&b.replayed))
+        .then(a.weight.total_cmp(&b.weight))
+}
+
 /// What the logs held: the usable requests, the rows left out, and the callers' names.
 pub(super) struct Log {
     pub(super) reqs: Vec<Req>,
@@ -311,7 +324,7 @@ impl<'o> Reader<'o> {
         };
         let caller_id = self.caller_id(&caller_text);
         self.reqs.push(Req {
-            key: fnv64(&[caller_text.as_bytes(), key_text.as_bytes()]),
+            key: key_hash(&caller_text, &key_text),
             caller: caller_id,
             time_s,
             status,
@@ -519,6 +532,89 @@ fn csv_message(polars: &str) -> String {
     } else {
         first
     }
+}
+
+/// A (caller, key) pair's identity: a byte that UTF-8 never holds between the two, so caller
+/// `ab` with key `c` is not caller `a` with key `bc`.
+fn key_hash(caller: &str, key: &str) -> u64 {
+    fnv64(&[caller.as_bytes(), &[0xff], key.as_bytes()])
+}
+
+/// The rows of a warehouse query's result (`fit --emit-sql`), from CSV (`psql --csv`, every
+/// warehouse's download) or Parquet. Numbers may come as text or as any numeric type.
+#[cfg(feature = "tables")]
+pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitError> {
+    use polars_io::prelude::{CsvReadOptions, ParquetReader, SerReader as _};
+    crate::input::check_regular(path).map_err(|e| file_err(path, e.to_string()))?;
+    let df = match kind(path)? {
+        "csv" => CsvReadOptions::default()
+            .with_has_header(true)
+            .with_infer_schema_length(Some(0))
+            .try_into_reader_with_file_path(Some(path.to_path_buf()))
+            .and_then(|r| r.finish())
+            .map_err(|e| file_err(path, csv_message(&e.to_string())))?,
+        "parquet" => {
+            let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
+            ParquetReader::new(file)
+                .finish()
+                .map_err(|e| file_err(path, e.to_string()))?
+        }
+        _ => {
+            return Err(file_err(
+                path,
+                "aggregates are read from .csv or .parquet (the query's result)",
+            ));
+        }
+    };
+    let text = |name: &str| -> Result<Vec<Option<String>>, FitError> {
+        let col = df.column(name).map_err(|_| {
+            file_err(
+                path,
+                format!("no column `{name}`; the query's result has stat, label, at, n, w, w2"),
+            )
+        })?;
+        let s = col
+            .as_materialized_series()
+            .cast(&DataType::String)
+            .map_err(|e| file_err(path, e.to_string()))?;
+        Ok(s.str()
+            .map_err(|e| file_err(path, e.to_string()))?
+            .iter()
+            .map(|v| v.map(str::to_string))
+            .collect())
+    };
+    let number = |name: &str| -> Result<Vec<Option<f64>>, FitError> {
+        text(name)?
+            .into_iter()
+            .enumerate()
+            .map(|(i, v)| match v.as_deref().map(str::trim) {
+                None | Some("") => Ok(None),
+                Some(t) => t.parse::<f64>().map(Some).map_err(|_| {
+                    file_err(path, format!("row {}: {name} {t:?} is not a number", i + 1))
+                }),
+            })
+            .collect()
+    };
+    let (stat, label) = (text("stat")?, text("label")?);
+    let (at, n, w, w2) = (number("at")?, number("n")?, number("w")?, number("w2")?);
+    Ok((0..df.height())
+        .map(|i| super::StatRow {
+            stat: stat[i].clone().unwrap_or_default(),
+            label: label[i].clone(),
+            at: at[i],
+            n: n[i],
+            w: w[i],
+            w2: w2[i],
+        })
+        .collect())
+}
+
+#[cfg(not(feature = "tables"))]
+pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitError> {
+    Err(file_err(
+        path,
+        "this build has no CSV or Parquet reader (the `tables` feature is off)",
+    ))
 }
 
 /// Checks that a log file's extension is one `fit` reads and `simulate` writes.
