@@ -421,3 +421,55 @@ fn parquet_timestamp_columns_are_read_in_any_unit() {
         );
     }
 }
+
+/// A log spilled to partitions on disk (here after 100 requests; by default after 16 M) fits
+/// exactly as one held in memory: the partitions' statistics merge without loss.
+#[test]
+fn a_log_larger_than_memory_fits_the_same() {
+    let example =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/logs/example-requests.csv");
+    let dir = tempfile::tempdir().unwrap();
+    // The same requests as NDJSON and as Parquet (several of fit's read chunks), too.
+    let ndjson = path(dir.path(), "example.ndjson");
+    let text = std::fs::read_to_string(&example).unwrap();
+    let mut lines = text.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let mut out = String::new();
+    for line in lines {
+        let fields: Vec<&str> = line.split(',').collect();
+        let obj: serde_json::Map<String, serde_json::Value> = header
+            .iter()
+            .zip(&fields)
+            .filter(|(_, v)| !v.is_empty())
+            .map(|(k, v)| {
+                let value = match *k {
+                    "caller" | "idempotency_key" => serde_json::json!(v),
+                    "replayed" => serde_json::json!(*v == "true"),
+                    _ => serde_json::json!(v.parse::<f64>().unwrap()),
+                };
+                (k.to_string(), value)
+            })
+            .collect();
+        out.push_str(&serde_json::to_string(&obj).unwrap());
+        out.push('\n');
+    }
+    std::fs::write(&ndjson, out).unwrap();
+    let in_memory = fit::fit(std::slice::from_ref(&example), &FitOptions::default()).unwrap();
+    for log in [example, ndjson] {
+        let spilled = fit::fit(
+            std::slice::from_ref(&log),
+            &FitOptions {
+                max_rows_in_memory: Some(100),
+                ..FitOptions::default()
+            },
+        )
+        .unwrap();
+        let (mut a, mut b) = (
+            serde_json::to_value(&in_memory).unwrap(),
+            serde_json::to_value(&spilled).unwrap(),
+        );
+        a.as_object_mut().unwrap().remove("files");
+        b.as_object_mut().unwrap().remove("files");
+        assert_eq!(a, b, "{}", log.display());
+    }
+}

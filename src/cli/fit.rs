@@ -72,6 +72,10 @@ pub struct FitArgs {
     /// Column with how many requests a row stands for (sampled logs); optional, default 1.
     #[arg(long, default_value = "weight")]
     pub weight_column: String,
+    /// Requests held in memory before a large log is spilled to partitions in TMPDIR
+    /// [default: 16777216, about 670 MB].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_rows_in_memory: Option<u64>,
     /// Output of the summary.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
@@ -102,6 +106,7 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
     let options = FitOptions {
         columns,
         time_unit: args.time_unit.unwrap_or_default(),
+        max_rows_in_memory: args.max_rows_in_memory.map(|n| n as usize),
     };
     if let Some(out) = &args.out {
         super::check_output_file(out, "--out")?;

@@ -8,7 +8,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::read::Req;
+use super::request::Req;
 use crate::duration::DAY_S;
 use crate::model::SWEEP_RETENTIONS_S;
 
@@ -201,7 +201,7 @@ pub(super) struct Tally {
 }
 
 impl Tally {
-    fn new() -> Tally {
+    pub(super) fn empty() -> Tally {
         Tally {
             first_min: f64::INFINITY,
             first_max: f64::NEG_INFINITY,
@@ -211,19 +211,19 @@ impl Tally {
         }
     }
 
-    /// Tallies requests sorted by key, then time (see [`super::read::order`]), in parallel.
+    /// Tallies requests sorted by key, then time (see [`super::request::order`]), in parallel.
     pub(super) fn of_sorted(reqs: &[Req]) -> Tally {
         use rayon::prelude::*;
         let groups = groups(reqs);
         groups
             .par_chunks(1 << 14)
-            .fold(Tally::new, |mut t, chunk| {
+            .fold(Tally::empty, |mut t, chunk| {
                 for g in chunk {
                     t.add(g);
                 }
                 t
             })
-            .reduce(Tally::new, Tally::merge)
+            .reduce(Tally::empty, Tally::merge)
     }
 
     /// One key: its first request and its later ones.
@@ -276,6 +276,11 @@ impl Tally {
             s.0 += 1;
             s.1 += w;
         }
+    }
+
+    /// No key was tallied: the log held no usable row.
+    pub(super) fn is_empty(&self) -> bool {
+        self.keys == 0
     }
 
     /// The statistics of both key sets (which must not share a key).

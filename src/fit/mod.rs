@@ -31,8 +31,10 @@ mod columns;
 mod estimate;
 mod log;
 mod read;
+mod request;
 mod retries;
 mod scenario_file;
+mod spill;
 mod sql;
 mod summary;
 
@@ -112,6 +114,9 @@ pub struct Fit {
 pub struct FitOptions {
     pub columns: Columns,
     pub time_unit: TimeUnit,
+    /// Requests held in memory before the log is spilled to partitions on disk; `None` for
+    /// the default (about 16 M requests, 670 MB).
+    pub max_rows_in_memory: Option<usize>,
 }
 
 /// Reads the logs and derives the inputs.
@@ -121,18 +126,26 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
     }
     let Log {
         mut reqs,
+        spill,
         bad,
         rows,
         caller_names,
         warnings,
     } = read::read_logs(paths, options)?;
-    if reqs.is_empty() {
+    let tally = match spill {
+        Some(spill) => spill.tally()?,
+        None => {
+            // By key, then time: each (caller, key) becomes one run of rows, its first
+            // request first.
+            reqs.par_sort_unstable_by(request::order);
+            Tally::of_sorted(&reqs)
+        }
+    };
+    drop(reqs);
+    if tally.is_empty() {
         return Err(no_usable_rows(paths, rows, &bad));
     }
-    // By key, then time: each (caller, key) becomes one run of rows, its first request first.
-    reqs.par_sort_unstable_by(read::order);
-    let aggregates = Tally::of_sorted(&reqs).finish(rows, &caller_names);
-    drop(reqs);
+    let aggregates = tally.finish(rows, &caller_names);
     Fit::from_aggregates(
         paths.iter().map(|p| p.display().to_string()).collect(),
         warnings,

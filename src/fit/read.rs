@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use polars::prelude::{DataFrame, DataType, Series, TimeUnit as PlTimeUnit};
 use serde::Serialize;
 
+use super::request::Req;
+use super::spill::{SPILL_ROWS, Spill};
 use super::{FitError, FitOptions, file_err};
 use crate::payload::fnv64;
 
@@ -32,38 +34,12 @@ impl TimeUnit {
     }
 }
 
-/// One request, compact: the key is kept as a hash of (caller, key).
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Req {
-    pub(super) key: u64,
-    pub(super) caller: u32,
-    pub(super) time_s: f64,
-    /// 0 when the caller got no answer in time.
-    pub(super) status: u16,
-    /// `u32::MAX` when the log has no size for it.
-    pub(super) response_bytes: u32,
-    /// 0 no, 1 yes, 2 not in the log.
-    pub(super) replayed: u8,
-    pub(super) key_bytes: u16,
-    pub(super) weight: f32,
-}
-
-/// The order `fit` reads a key's requests in: by time, ties broken by the rest of the row so
-/// the first request is the same whatever order the file had them in (an unanswered one
-/// first). The warehouse query (`sql.rs`) orders by the same columns.
-pub(super) fn order(a: &Req, b: &Req) -> std::cmp::Ordering {
-    a.key
-        .cmp(&b.key)
-        .then(a.time_s.total_cmp(&b.time_s))
-        .then(a.status.cmp(&b.status))
-        .then(a.response_bytes.cmp(&b.response_bytes))
-        .then(a.replayed.cmp(&b.replayed))
-        .then(a.weight.total_cmp(&b.weight))
-}
-
 /// What the logs held: the usable requests, the rows left out, and the callers' names.
 pub(super) struct Log {
+    /// The requests in memory, or (for a log larger than [`SPILL_ROWS`]) none: they are all in
+    /// `spill`'s partitions.
     pub(super) reqs: Vec<Req>,
+    pub(super) spill: Option<Spill>,
     pub(super) bad: BadRows,
     /// Rows read, bad ones included.
     pub(super) rows: u64,
@@ -107,8 +83,10 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
             _ => reader.read_ndjson(path)?,
         }
     }
+    reader.spill_if_large(true)?;
     let Reader {
         reqs,
+        spill,
         bad,
         rows,
         caller_names,
@@ -117,6 +95,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
     } = reader;
     Ok(Log {
         reqs,
+        spill,
         bad,
         rows,
         caller_names,
@@ -172,6 +151,29 @@ impl Cell<'_> {
     }
 }
 
+/// Bytes of CSV parsed at once: about 850 k rows of a typical log.
+#[cfg(feature = "tables")]
+const CSV_CHUNK_BYTES: usize = 128 << 20;
+
+/// Rows of Parquet read at once.
+#[cfg(feature = "tables")]
+const PARQUET_CHUNK_ROWS: usize = 1 << 20;
+
+/// Where each CSV record in `buf` ends (just past its newline), skipping newlines inside
+/// quoted fields: a quote toggles "inside", and an escaped quote (`""`) toggles it twice.
+#[cfg(feature = "tables")]
+fn record_ends(buf: &[u8]) -> impl Iterator<Item = usize> + '_ {
+    let mut quoted = false;
+    memchr::memchr2_iter(b'"', b'\n', buf).filter_map(move |i| {
+        if buf[i] == b'"' {
+            quoted = !quoted;
+            None
+        } else {
+            (!quoted).then_some(i + 1)
+        }
+    })
+}
+
 /// Reads rows into [`Req`]s, interning callers.
 struct Reader<'o> {
     options: &'o FitOptions,
@@ -186,6 +188,7 @@ struct Reader<'o> {
     /// The file's time column is a typed timestamp or date, already read as seconds since
     /// 1970: `--time-unit` does not apply to it.
     time_in_seconds: bool,
+    spill: Option<Spill>,
 }
 
 /// The status a row without one is given when its log has no status column: answered (a 2xx).
@@ -203,7 +206,25 @@ impl<'o> Reader<'o> {
             warnings: Vec::new(),
             status_absent: false,
             time_in_seconds: false,
+            spill: None,
         }
+    }
+
+    /// Moves the requests read so far to disk once there are too many to hold (or, at the
+    /// end, if the log has spilled before), so memory holds one chunk of a large log.
+    fn spill_if_large(&mut self, at_end: bool) -> Result<(), FitError> {
+        let limit = self.options.max_rows_in_memory.unwrap_or(SPILL_ROWS);
+        if self.spill.is_none() && (at_end || self.reqs.len() < limit) {
+            return Ok(());
+        }
+        let spill = match &mut self.spill {
+            Some(s) => s,
+            None => self.spill.insert(Spill::new()?),
+        };
+        spill.write(&self.reqs)?;
+        self.reqs.clear();
+        self.reqs.shrink_to(1 << 20);
+        Ok(())
     }
 
     /// Checks a file's column names: every missing required column is an error naming all of
@@ -336,7 +357,9 @@ impl<'o> Reader<'o> {
     }
 
     #[cfg(feature = "tables")]
-    fn read_frame(&mut self, path: &Path, df: &DataFrame) -> Result<(), FitError> {
+    /// One frame of a file: `offset` data rows came before it, and the first frame's columns
+    /// are checked (every frame of a file has the same).
+    fn read_frame(&mut self, path: &Path, df: &DataFrame, offset: usize) -> Result<(), FitError> {
         let c = &self.options.columns;
         let names = c.all();
         let found: Vec<String> = df
@@ -344,7 +367,9 @@ impl<'o> Reader<'o> {
             .iter()
             .map(|n| n.to_string())
             .collect();
-        self.columns(path, &found)?;
+        if offset == 0 {
+            self.columns(path, &found)?;
+        }
         // Owned, typed copies the cell iterators borrow from.
         let series: Vec<Option<Series>> = names
             .iter()
@@ -410,23 +435,77 @@ impl<'o> Reader<'o> {
             for (cell, it) in cells.iter_mut().zip(iters.iter_mut()) {
                 *cell = it.next().unwrap_or(Cell::Null);
             }
-            self.row(path, index, cells);
+            self.row(path, offset + index, cells);
         }
         Ok(())
     }
 
+    /// A CSV file a chunk of records at a time, each parsed by polars with the header in
+    /// front, so memory holds one chunk whatever the file's size. Chunks end at a newline
+    /// outside quotes.
     #[cfg(feature = "tables")]
     fn read_csv(&mut self, path: &Path) -> Result<(), FitError> {
         use polars_io::prelude::{CsvReadOptions, SerReader as _};
-        // Every column as text: a malformed cell becomes one bad row instead of failing the
-        // whole file on a type polars inferred from the first rows.
-        let df = CsvReadOptions::default()
-            .with_has_header(true)
-            .with_infer_schema_length(Some(0))
-            .try_into_reader_with_file_path(Some(path.to_path_buf()))
-            .and_then(|r| r.finish())
-            .map_err(|e| file_err(path, csv_message(&e.to_string())))?;
-        self.read_frame(path, &df)
+        use std::io::Read as _;
+        let io = |e: std::io::Error| file_err(path, e.to_string());
+        let mut file = crate::input::open(path).map_err(io)?;
+        let mut buf: Vec<u8> = Vec::new();
+        let mut header: Option<Vec<u8>> = None;
+        let mut want = CSV_CHUNK_BYTES;
+        let (mut eof, mut offset) = (false, 0usize);
+        loop {
+            while !eof && buf.len() < want {
+                let start = buf.len();
+                buf.resize(want, 0);
+                let n = file.read(&mut buf[start..]).map_err(io)?;
+                buf.truncate(start + n);
+                eof = n == 0;
+            }
+            let header = match &header {
+                Some(h) => h,
+                None => {
+                    let end = match record_ends(&buf).next() {
+                        Some(end) => end,
+                        None if eof => buf.len(),
+                        None => {
+                            want *= 2;
+                            continue;
+                        }
+                    };
+                    header.insert(buf.drain(..end).collect())
+                }
+            };
+            let cut = if eof {
+                buf.len()
+            } else {
+                match record_ends(&buf).last() {
+                    Some(cut) => cut,
+                    // One record longer than the chunk: read more.
+                    None => {
+                        want *= 2;
+                        continue;
+                    }
+                }
+            };
+            let mut chunk = Vec::with_capacity(header.len() + cut);
+            chunk.extend_from_slice(header);
+            chunk.extend_from_slice(&buf[..cut]);
+            buf.drain(..cut);
+            // Every column as text: a malformed cell becomes one bad row instead of failing
+            // the whole file on a type polars inferred from the first rows.
+            let df = CsvReadOptions::default()
+                .with_has_header(true)
+                .with_infer_schema_length(Some(0))
+                .into_reader_with_file_handle(std::io::Cursor::new(chunk))
+                .finish()
+                .map_err(|e| file_err(path, csv_message(&e.to_string())))?;
+            self.read_frame(path, &df, offset)?;
+            offset += df.height();
+            self.spill_if_large(false)?;
+            if eof && buf.is_empty() {
+                return Ok(());
+            }
+        }
     }
 
     /// Without the `tables` feature (a build without polars, such as the fuzz targets') only
@@ -447,12 +526,20 @@ impl<'o> Reader<'o> {
         ))
     }
 
+    /// A Parquet file [`PARQUET_CHUNK_ROWS`] rows at a time, only the columns `fit` reads.
     #[cfg(feature = "tables")]
     fn read_parquet(&mut self, path: &Path) -> Result<(), FitError> {
         use polars_io::prelude::{ParquetReader, SerReader as _};
-        let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
-        let mut reader = ParquetReader::new(file);
+        let open = || {
+            std::fs::File::open(path)
+                .map(ParquetReader::new)
+                .map_err(|e| file_err(path, e.to_string()))
+        };
+        let mut reader = open()?;
         let schema = reader.schema().map_err(|e| file_err(path, e.to_string()))?;
+        let total = reader
+            .num_rows()
+            .map_err(|e| file_err(path, e.to_string()))?;
         let c = &self.options.columns;
         let wanted: Vec<String> = c
             .all()
@@ -460,11 +547,20 @@ impl<'o> Reader<'o> {
             .filter(|n| schema.contains(n))
             .cloned()
             .collect();
-        let df = reader
-            .with_columns(Some(wanted))
-            .finish()
-            .map_err(|e| file_err(path, e.to_string()))?;
-        self.read_frame(path, &df)
+        let mut offset = 0;
+        loop {
+            let df = open()?
+                .with_columns(Some(wanted.clone()))
+                .with_slice(Some((offset, PARQUET_CHUNK_ROWS)))
+                .finish()
+                .map_err(|e| file_err(path, e.to_string()))?;
+            self.read_frame(path, &df, offset)?;
+            offset += df.height();
+            self.spill_if_large(false)?;
+            if df.height() == 0 || offset >= total {
+                return Ok(());
+            }
+        }
     }
 
     fn read_ndjson(&mut self, path: &Path) -> Result<(), FitError> {
@@ -514,6 +610,9 @@ impl<'o> Reader<'o> {
                 cell(names[6]),
             ];
             self.row(path, index, cells);
+            if index % (1 << 20) == 0 {
+                self.spill_if_large(false)?;
+            }
         }
         self.columns(path, &seen)
     }
@@ -637,5 +736,18 @@ pub(super) fn kind(path: &Path) -> Result<&'static str, FitError> {
             path,
             "unknown log format; name the file .csv, .parquet or .ndjson (.jsonl)",
         )),
+    }
+}
+
+#[cfg(all(test, feature = "tables"))]
+mod tests {
+    use super::record_ends;
+
+    #[test]
+    fn records_end_at_newlines_outside_quotes() {
+        let csv = b"a,b\n1,\"x\ny\"\n2,\"say \"\"hi\"\"\"\n3,z";
+        let ends: Vec<usize> = record_ends(csv).collect();
+        assert_eq!(ends, vec![4, 12, 27]);
+        assert_eq!(&csv[12..27], b"2,\"say \"\"hi\"\"\"\n");
     }
 }

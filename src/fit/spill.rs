@@ -1,0 +1,162 @@
+//! Logs larger than memory: once the requests read pass [`SPILL_ROWS`], every request goes to
+//! one of [`PARTITIONS`] temporary files chosen by its (caller, key) hash, so each key's
+//! requests land in one partition. [`Tally`]s of partitions merge exactly (they share no key),
+//! so `fit` tallies one partition at a time and its memory stays near one partition's
+//! requests, whatever the log's size.
+
+use std::fs::File;
+use std::io::{BufWriter, Read as _, Write as _};
+use std::path::Path;
+
+use rayon::prelude::*;
+
+use super::aggregates::Tally;
+use super::request::{Req, order};
+use super::{FitError, file_err};
+
+/// Requests held in memory before they are spilled: about 670 MB of [`Req`]s.
+pub(super) const SPILL_ROWS: usize = 1 << 24;
+
+/// Partitions of a spilled log: a billion requests make partitions of about 4 M requests
+/// (130 MB on disk, 160 MB in memory), and 256 open files are within every system's limit.
+const PARTITIONS: usize = 256;
+
+/// A request on disk: key, time, caller, response bytes, weight, status, key bytes, replayed.
+const RECORD: usize = 8 + 8 + 4 + 4 + 4 + 2 + 2 + 1;
+
+/// The partition files of one `fit`, removed when dropped.
+pub(super) struct Spill {
+    dir: tempfile::TempDir,
+    writers: Vec<BufWriter<File>>,
+    pub(super) rows: u64,
+}
+
+impl Spill {
+    pub(super) fn new() -> Result<Spill, FitError> {
+        let dir = tempfile::Builder::new()
+            .prefix("idemcalc-fit-")
+            .tempdir()
+            .map_err(|e| spill_err(&std::env::temp_dir(), &e))?;
+        let writers = (0..PARTITIONS)
+            .map(|p| {
+                let path = dir.path().join(format!("{p:03}.bin"));
+                File::create(&path)
+                    .map(|f| BufWriter::with_capacity(1 << 15, f))
+                    .map_err(|e| spill_err(&path, &e))
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(Spill {
+            dir,
+            writers,
+            rows: 0,
+        })
+    }
+
+    /// Writes the requests to their partitions.
+    pub(super) fn write(&mut self, reqs: &[Req]) -> Result<(), FitError> {
+        for r in reqs {
+            let p = partition(r.key);
+            self.writers[p]
+                .write_all(&encode(r))
+                .map_err(|e| spill_err(self.dir.path(), &e))?;
+        }
+        self.rows += reqs.len() as u64;
+        Ok(())
+    }
+
+    /// Every partition's tally, merged: one partition in memory at a time.
+    pub(super) fn tally(mut self) -> Result<Tally, FitError> {
+        for w in &mut self.writers {
+            w.flush().map_err(|e| spill_err(self.dir.path(), &e))?;
+        }
+        self.writers.clear();
+        let mut total: Option<Tally> = None;
+        let mut bytes = Vec::new();
+        for p in 0..PARTITIONS {
+            let path = self.dir.path().join(format!("{p:03}.bin"));
+            bytes.clear();
+            File::open(&path)
+                .and_then(|mut f| f.read_to_end(&mut bytes))
+                .map_err(|e| spill_err(&path, &e))?;
+            let mut reqs: Vec<Req> = bytes.chunks_exact(RECORD).map(decode).collect();
+            std::fs::remove_file(&path).map_err(|e| spill_err(&path, &e))?;
+            if reqs.is_empty() {
+                continue;
+            }
+            reqs.par_sort_unstable_by(order);
+            let t = Tally::of_sorted(&reqs);
+            total = Some(match total {
+                Some(acc) => acc.merge(t),
+                None => t,
+            });
+        }
+        Ok(total.unwrap_or_else(Tally::empty))
+    }
+}
+
+fn spill_err(path: &Path, e: &std::io::Error) -> FitError {
+    file_err(
+        path,
+        format!("cannot write fit's temporary partitions ({e}); set TMPDIR to a disk with room"),
+    )
+}
+
+/// Which partition a key's requests go to: the hash's top bits, after a multiply so keys
+/// that differ only in low bits spread too.
+fn partition(key: u64) -> usize {
+    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % PARTITIONS
+}
+
+fn encode(r: &Req) -> [u8; RECORD] {
+    let mut b = [0u8; RECORD];
+    b[0..8].copy_from_slice(&r.key.to_le_bytes());
+    b[8..16].copy_from_slice(&r.time_s.to_le_bytes());
+    b[16..20].copy_from_slice(&r.caller.to_le_bytes());
+    b[20..24].copy_from_slice(&r.response_bytes.to_le_bytes());
+    b[24..28].copy_from_slice(&r.weight.to_le_bytes());
+    b[28..30].copy_from_slice(&r.status.to_le_bytes());
+    b[30..32].copy_from_slice(&r.key_bytes.to_le_bytes());
+    b[32] = r.replayed;
+    b
+}
+
+fn decode(b: &[u8]) -> Req {
+    let u32_at = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    let u16_at = |i: usize| u16::from_le_bytes([b[i], b[i + 1]]);
+    let mut k = [0u8; 8];
+    k.copy_from_slice(&b[0..8]);
+    let mut t = [0u8; 8];
+    t.copy_from_slice(&b[8..16]);
+    Req {
+        key: u64::from_le_bytes(k),
+        time_s: f64::from_le_bytes(t),
+        caller: u32_at(16),
+        response_bytes: u32_at(20),
+        weight: f32::from_bits(u32_at(24)),
+        status: u16_at(28),
+        key_bytes: u16_at(30),
+        replayed: b[32],
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_survives_the_disk() {
+        let r = Req {
+            key: 0xdead_beef_0123_4567,
+            caller: 7,
+            time_s: 1_764_633_600.123,
+            status: 201,
+            response_bytes: u32::MAX,
+            replayed: 2,
+            key_bytes: 36,
+            weight: 2.5,
+        };
+        let d = decode(&encode(&r));
+        assert_eq!(order(&r, &d), std::cmp::Ordering::Equal);
+        assert_eq!((d.caller, d.key_bytes), (7, 36));
+    }
+}
