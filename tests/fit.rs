@@ -473,3 +473,55 @@ fn a_log_larger_than_memory_fits_the_same() {
         assert_eq!(a, b, "{}", log.display());
     }
 }
+
+/// Times in the wrong unit say so: relative milliseconds read as seconds (a 40-minute log as
+/// four weeks), and seconds since 1970 read as milliseconds.
+#[test]
+fn a_time_unit_that_looks_wrong_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let ms = path(dir.path(), "ms.csv");
+    let mut text = String::from("time,idempotency_key,status\n");
+    for i in 0..3_000u64 {
+        text.push_str(&format!("{},k{i},201\n", i * 800));
+    }
+    std::fs::write(&ms, text).unwrap();
+    let f = fit::fit(std::slice::from_ref(&ms), &FitOptions::default()).unwrap();
+    assert!(
+        f.warnings.iter().any(|w| w.contains("--time-unit ms")),
+        "{:?}",
+        f.warnings
+    );
+    let right = fit::fit(
+        &[ms],
+        &FitOptions {
+            time_unit: fit::TimeUnit::Ms,
+            ..FitOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(right.warnings.is_empty(), "{:?}", right.warnings);
+
+    let epoch = path(dir.path(), "epoch.csv");
+    let mut text = String::from("time,idempotency_key,status\n");
+    for i in 0..3_000u64 {
+        text.push_str(&format!("{},k{i},201\n", 1_764_633_600 + i));
+    }
+    std::fs::write(&epoch, text).unwrap();
+    let f = fit::fit(
+        std::slice::from_ref(&epoch),
+        &FitOptions {
+            time_unit: fit::TimeUnit::Ms,
+            ..FitOptions::default()
+        },
+    )
+    .unwrap();
+    assert!(
+        f.warnings
+            .iter()
+            .any(|w| w.contains("leave --time-unit out")),
+        "{:?}",
+        f.warnings
+    );
+    let right = fit::fit(&[epoch], &FitOptions::default()).unwrap();
+    assert!(right.warnings.is_empty(), "{:?}", right.warnings);
+}

@@ -127,10 +127,11 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
     let Log {
         mut reqs,
         spill,
+        times,
         bad,
         rows,
         caller_names,
-        warnings,
+        mut warnings,
     } = read::read_logs(paths, options)?;
     let tally = match spill {
         Some(spill) => spill.tally()?,
@@ -146,6 +147,8 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
         return Err(no_usable_rows(paths, rows, &bad));
     }
     let aggregates = tally.finish(rows, &caller_names);
+    let spans = &aggregates.spans;
+    warnings.extend(times.unit_warning(options.time_unit, spans.log_min, spans.log_s()));
     Fit::from_aggregates(
         paths.iter().map(|p| p.display().to_string()).collect(),
         warnings,

@@ -24,7 +24,16 @@ pub enum TimeUnit {
 }
 
 impl TimeUnit {
-    fn to_s(self) -> f64 {
+    fn name(self) -> &'static str {
+        match self {
+            TimeUnit::S => "seconds",
+            TimeUnit::Ms => "milliseconds",
+            TimeUnit::Us => "microseconds",
+            TimeUnit::Ns => "nanoseconds",
+        }
+    }
+
+    pub(super) fn to_s(self) -> f64 {
         match self {
             TimeUnit::S => 1.0,
             TimeUnit::Ms => 1e-3,
@@ -46,6 +55,7 @@ pub(super) struct Log {
     /// Indexed by [`Req::caller`].
     pub(super) caller_names: Vec<String>,
     pub(super) warnings: Vec<String>,
+    pub(super) times: NumericTimes,
 }
 
 /// The furthest a request's time may be from 1970, in seconds (about 3,170 years): a time past
@@ -87,6 +97,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
     let Reader {
         reqs,
         spill,
+        times,
         bad,
         rows,
         caller_names,
@@ -96,6 +107,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
     Ok(Log {
         reqs,
         spill,
+        times,
         bad,
         rows,
         caller_names,
@@ -189,6 +201,45 @@ struct Reader<'o> {
     /// 1970: `--time-unit` does not apply to it.
     time_in_seconds: bool,
     spill: Option<Spill>,
+    times: NumericTimes,
+}
+
+/// What the numeric times looked like, to tell when a unit was likely wrong.
+#[derive(Debug, Default, Clone, Copy)]
+pub(super) struct NumericTimes {
+    /// Times read as plain numbers (not RFC 3339, not a typed timestamp).
+    pub(super) numbers: u64,
+    /// Some had a fractional part.
+    pub(super) fractional: bool,
+}
+
+impl NumericTimes {
+    /// A warning when whole-number times read as seconds look like milliseconds or finer:
+    /// not epoch seconds (they start before 2001) yet spanning more than a week. A log of
+    /// relative milliseconds covering 40 minutes otherwise reads as 28 days at a thousandth
+    /// of the rate, without a word.
+    pub(super) fn unit_warning(&self, unit: TimeUnit, first_s: f64, span_s: f64) -> Option<String> {
+        let week = 7.0 * 86_400.0;
+        // The other way round: seconds since 1970 (years 2000 to 2100) read in a finer unit.
+        let raw_first = first_s / unit.to_s();
+        if unit != TimeUnit::S && self.numbers > 0 && (9.5e8..4.1e9).contains(&raw_first) {
+            return Some(format!(
+                "the times look like seconds since 1970 (the first is {raw_first:.0}), but --time-unit reads them as {}; leave --time-unit out if they are seconds",
+                unit.name()
+            ));
+        }
+        (unit == TimeUnit::S
+            && self.numbers > 0
+            && !self.fractional
+            && first_s.abs() < 1e9
+            && span_s > week)
+            .then(|| {
+                format!(
+                    "the times are whole numbers that, read as seconds, span {}; if they are milliseconds (or microseconds, nanoseconds), give --time-unit ms (us, ns)",
+                    crate::format::approx_duration(span_s)
+                )
+            })
+    }
 }
 
 /// The status a row without one is given when its log has no status column: answered (a 2xx).
@@ -207,6 +258,7 @@ impl<'o> Reader<'o> {
             status_absent: false,
             time_in_seconds: false,
             spill: None,
+            times: NumericTimes::default(),
         }
     }
 
@@ -270,7 +322,11 @@ impl<'o> Reader<'o> {
             }
             other => match other.number() {
                 Ok(Some(v)) if self.time_in_seconds => v,
-                Ok(Some(v)) => v * self.options.time_unit.to_s(),
+                Ok(Some(v)) => {
+                    self.times.numbers += 1;
+                    self.times.fractional |= v.fract() != 0.0;
+                    v * self.options.time_unit.to_s()
+                }
                 _ => f64::NAN,
             },
         };
