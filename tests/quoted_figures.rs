@@ -1,4 +1,4 @@
-//! Every simulated figure the README and the scenario files quote, with the command that
+//! Every simulated figure the docs and the scenario files quote, with the command that
 //! produces it: each test runs the command and fails, naming the file to update, when the
 //! quoted text is no longer what it prints. Hand derivations beside those figures are checked
 //! in `tests/sim.rs` and `tests/off_path.rs`.
@@ -125,9 +125,9 @@ fn failure_short_retention() {
 }
 
 #[test]
-fn readme_full_fidelity_example() {
+fn full_fidelity_example() {
     check(
-        "README.md",
+        "docs/simulate.md",
         &[
             "simulate",
             "--rate",
@@ -147,14 +147,14 @@ fn readme_full_fidelity_example() {
 }
 
 #[test]
-fn readme_slow_carrier() {
+fn slow_carrier() {
     check(
-        "README.md",
+        "docs/simulate.md",
         &["simulate", "--retention", "1h"],
         &[q("/timed_out_per_day/estimate", Thousands)],
     );
     check(
-        "README.md",
+        "docs/simulate.md",
         &[
             "simulate",
             "--retention",

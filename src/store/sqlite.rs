@@ -20,7 +20,7 @@ use std::time::Duration;
 /// 3: `idempotency_keys` is a rowid table with its primary key as an index, no longer
 /// `WITHOUT ROWID`: a saved response of 2 kB or more no longer takes a whole overflow page, the
 /// `expires_at` index holds a rowid instead of the whole key, and the sweeper's oldest-first
-/// deletes empty whole table pages (README, "Bytes per record").
+/// deletes empty whole table pages (docs/stores.md, "Bytes per record").
 /// 4: the labels table's tenant column is `order_space`, empty when callers share one order
 /// space (the seed's `UNIQUE (order_id, parcel_no)`), so one parcel gets one label across
 /// callers by default.
@@ -171,7 +171,7 @@ impl SqliteStore {
         // 8 KiB pages, set before WAL mode writes the header (a no-op on an existing file): a
         // key record is ~420 B, so a 4 KiB page holds 9 and wastes most of a tenth; on 8 KiB
         // pages that tail waste halves (measured: 629.9 → 600.7 B per record under churn, see
-        // the README's bytes-per-record table).
+        // the bytes-per-record table in docs/stores.md).
         conn.execute_batch(&format!(
             "PRAGMA page_size = {PAGE_SIZE}; PRAGMA journal_mode = WAL; PRAGMA synchronous = {sync}; PRAGMA cache_size = -{};",
             options.cache_kib
