@@ -595,3 +595,34 @@ fn compared_stores_are_measured_and_priced() {
     // Named stores are kept, scratch ones dropped.
     assert!(other.exists());
 }
+
+/// Each scenario's inputs fingerprint: the same for the same validated inputs however the file
+/// is written, different when an input changes.
+#[test]
+fn each_scenario_carries_a_hash_of_its_inputs() {
+    use idemcalc::scenario::Scenario;
+    let dir = tempfile::tempdir().unwrap();
+    let a = dir.path().join("a.toml");
+    let b = dir.path().join("b.toml");
+    let c = dir.path().join("c.toml");
+    std::fs::write(
+        &a,
+        "name = \"x\"\n[engine]\nretention = \"1h\"\n[traffic]\nrate = 400\n",
+    )
+    .unwrap();
+    // The same inputs, written otherwise: a comment, a default spelled out, another order.
+    std::fs::write(
+        &b,
+        "# same\nname = \"x\"\n[traffic]\nrate = 400.0\n[engine]\nretention = \"60m\"\n",
+    )
+    .unwrap();
+    std::fs::write(
+        &c,
+        "name = \"x\"\n[engine]\nretention = \"2h\"\n[traffic]\nrate = 400\n",
+    )
+    .unwrap();
+    let hash = |p: &Path| Scenario::load(p).unwrap().inputs_sha256();
+    assert_eq!(hash(&a), hash(&b));
+    assert_ne!(hash(&a), hash(&c));
+    assert_eq!(hash(&a).len(), 64);
+}

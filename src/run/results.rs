@@ -136,6 +136,9 @@ pub struct ScenarioResult {
     pub kind: ScenarioKind,
     /// The file name, without its directory (which differs between machines).
     pub file: String,
+    /// SHA-256 of the validated inputs ([`crate::scenario::Scenario::inputs_sha256`]): the
+    /// same hash in two reports means the same scenario ran.
+    pub inputs_sha256: String,
     pub description: String,
     pub seed: u64,
     /// The engine switches that differ from the seed's design, e.g. `key_scope = global`.

@@ -279,6 +279,14 @@ impl Budgets {
     }
 }
 
+/// SHA-256 of a value's JSON, in hex: the inputs' fingerprint `summary.json` and the page
+/// carry.
+pub fn sha256_of(value: &impl Serialize) -> String {
+    use sha2::{Digest as _, Sha256};
+    let json = serde_json::to_vec(value).expect("settings serialise to JSON");
+    hex::encode(Sha256::digest(&json))
+}
+
 /// Everything a run needs, validated.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Settings {
