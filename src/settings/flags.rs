@@ -53,6 +53,22 @@ const HEADINGS: [(&str, &str); 6] = [
     ("", "Run"),
 ];
 
+/// The knobs `-h` shows: the questions most runs ask. `--help` shows every knob.
+const SHORT_HELP: [&str; 12] = [
+    "--retention",
+    "--rate",
+    "--peak-rate",
+    "--duration",
+    "--replicates",
+    "--seed",
+    "--sample",
+    "--retry-cdf",
+    "--response-bytes",
+    "--max-duplicates-per-day",
+    "--max-store-gb",
+    "--max-cost-per-day",
+];
+
 fn heading(k: &super::knobs::Knob) -> usize {
     let field = k.field.unwrap_or("");
     HEADINGS
@@ -79,7 +95,19 @@ fn augment(mut cmd: Command, command: u8) -> Command {
     let mut knobs: Vec<_> = KNOBS.iter().filter(|k| k.commands & command != 0).collect();
     // Stable: within a heading, the table's order.
     knobs.sort_by_key(|k| heading(k));
+    let hidden = knobs
+        .iter()
+        .filter(|k| !SHORT_HELP.contains(&k.flag))
+        .count();
+    if hidden > 0 {
+        cmd = cmd
+            .after_help(format!(
+                "{hidden} more flags (engine, carrier, failure switches, prices): --help lists every one, grouped."
+            ))
+            .after_long_help("");
+    }
     for k in knobs {
+        let short_help = SHORT_HELP.contains(&k.flag);
         let section = HEADINGS[heading(k)].1;
         let short = first_sentence(k.help).to_string();
         let mut help = k.help.to_string();
@@ -93,6 +121,7 @@ fn augment(mut cmd: Command, command: u8) -> Command {
                 .help(short)
                 .long_help(help)
                 .help_heading(section)
+                .hide_short_help(!short_help)
                 .action(ArgAction::SetTrue);
             for a in k.aliases {
                 arg = arg.alias(*a);
@@ -109,6 +138,7 @@ fn augment(mut cmd: Command, command: u8) -> Command {
             .help(short)
             .long_help(help)
             .help_heading(section)
+            .hide_short_help(!short_help)
             .action(ArgAction::Set)
             .num_args(1)
             // `--rate -3` reaches the check, which names the flag, instead of clap's
