@@ -169,13 +169,16 @@ pub fn emit(o: &SqlOptions) -> Result<String, String> {
         )
     };
     let (nt, nd, ni) = (null_text.as_str(), null_double.as_str(), null_int.as_str());
+    let label = |v: &str| format!("CAST('{v}' AS {text})");
+    let [first_min, first_max, log_min, log_max] =
+        ["first_min", "first_max", "log_min", "log_max"].map(label);
     let stats = [
         row("rows", nt, nd, "COUNT(*)", nd, nd, "FROM src"),
         row("keys", nt, nd, "COUNT(*)", nd, nd, "FROM firsts"),
-        row("span", "CAST('first_min' AS TEXTTYPE)", "first_min", ni, nd, nd, "FROM spans"),
-        row("span", "CAST('first_max' AS TEXTTYPE)", "first_max", ni, nd, nd, "FROM spans"),
-        row("span", "CAST('log_min' AS TEXTTYPE)", "log_min", ni, nd, nd, "FROM spans"),
-        row("span", "CAST('log_max' AS TEXTTYPE)", "log_max", ni, nd, nd, "FROM spans"),
+        row("span", &first_min, "first_min", ni, nd, nd, "FROM spans"),
+        row("span", &first_max, "first_max", ni, nd, nd, "FROM spans"),
+        row("span", &log_min, "log_min", ni, nd, nd, "FROM spans"),
+        row("span", &log_max, "log_max", ni, nd, nd, "FROM spans"),
         row(
             "weighted",
             nt,
@@ -289,7 +292,6 @@ pub fn emit(o: &SqlOptions) -> Result<String, String> {
             "FROM sizes GROUP BY b",
         ),
     ]
-    .map(|s| s.replace("TEXTTYPE", text))
     .join("\nUNION ALL\n");
     let order = "ORDER BY t, s, COALESCE(b, 4294967295), rp, w";
     Ok(format!(
