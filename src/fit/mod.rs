@@ -161,10 +161,24 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
 pub fn fit_aggregates(path: &Path) -> Result<Fit, FitError> {
     let rows = read::read_stat_rows(path)?;
     let aggregates = Aggregates::from_rows(&rows).map_err(|m| file_err(path, m))?;
+    // The rows the query could not use: it counts them, the file reader would name them.
+    let mut bad = BadRows::default();
+    if let Some(n) = rows
+        .iter()
+        .find(|r| r.stat == "left_out")
+        .and_then(|r| r.n)
+        .filter(|n| *n > 0.0)
+    {
+        bad.total = n as u64;
+        bad.reasons.insert(
+            "time or key missing (left out by the query)".into(),
+            n as u64,
+        );
+    }
     Fit::from_aggregates(
         vec![path.display().to_string()],
         Vec::new(),
-        BadRows::default(),
+        bad,
         &aggregates,
     )
     .map_err(|e| match e {

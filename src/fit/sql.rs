@@ -174,6 +174,15 @@ pub fn emit(o: &SqlOptions) -> Result<String, String> {
         ["first_min", "first_max", "log_min", "log_max"].map(label);
     let stats = [
         row("rows", nt, nd, "COUNT(*)", nd, nd, "FROM src"),
+        row(
+            "left_out",
+            nt,
+            nd,
+            "COUNT(*)",
+            nd,
+            nd,
+            "FROM src WHERE t IS NULL OR k IS NULL OR k = ''",
+        ),
         row("keys", nt, nd, "COUNT(*)", nd, nd, "FROM firsts"),
         row("span", &first_min, "first_min", ni, nd, nd, "FROM spans"),
         row("span", &first_max, "first_max", ni, nd, nd, "FROM spans"),
