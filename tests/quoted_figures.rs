@@ -124,6 +124,21 @@ fn failure_short_retention() {
     );
 }
 
+/// The main job's output on the README's front page.
+#[test]
+fn readme_main_job() {
+    check(
+        "README.md",
+        &["simulate", "--retention", "3d"],
+        &[
+            q("/replayed_intents", Thousands),
+            q("/replayed_requests", Thousands),
+            q("/timed_out_per_day/estimate", Thousands),
+            q("/timed_out_attempts_per_day/estimate", Thousands),
+        ],
+    );
+}
+
 #[test]
 fn full_fidelity_example() {
     check(
