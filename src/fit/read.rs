@@ -86,6 +86,7 @@ pub(super) fn read_logs(paths: &[PathBuf], options: &FitOptions) -> Result<Log, 
         seen.push((path, meta));
     }
     let mut reader = Reader::new(options);
+    reader.input_bytes = seen.iter().map(|(_, m)| m.len()).sum();
     for path in paths {
         match kind(path)? {
             "csv" => reader.read_csv(path)?,
@@ -202,6 +203,8 @@ struct Reader<'o> {
     time_in_seconds: bool,
     spill: Option<Spill>,
     times: NumericTimes,
+    /// The size of every log file, which sizes the spill's partitions.
+    input_bytes: u64,
 }
 
 /// What the numeric times looked like, to tell when a unit was likely wrong.
@@ -259,6 +262,7 @@ impl<'o> Reader<'o> {
             time_in_seconds: false,
             spill: None,
             times: NumericTimes::default(),
+            input_bytes: 0,
         }
     }
 
@@ -271,7 +275,7 @@ impl<'o> Reader<'o> {
         }
         let spill = match &mut self.spill {
             Some(s) => s,
-            None => self.spill.insert(Spill::new()?),
+            None => self.spill.insert(Spill::new(self.input_bytes)?),
         };
         spill.write(&self.reqs)?;
         self.reqs.clear();

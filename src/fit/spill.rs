@@ -1,5 +1,5 @@
 //! Logs larger than memory: once the requests read pass [`SPILL_ROWS`], every request goes to
-//! one of [`PARTITIONS`] temporary files chosen by its (caller, key) hash, so each key's
+//! one of several hundred temporary files chosen by its (caller, key) hash, so each key's
 //! requests land in one partition. [`Tally`]s of partitions merge exactly (they share no key),
 //! so `fit` tallies one partition at a time and its memory stays near one partition's
 //! requests, whatever the log's size.
@@ -17,9 +17,17 @@ use super::{FitError, file_err};
 /// Requests held in memory before they are spilled: about 670 MB of [`Req`]s.
 pub(super) const SPILL_ROWS: usize = 1 << 24;
 
-/// Partitions of a spilled log: a billion requests make partitions of about 4 M requests
-/// (130 MB on disk, 160 MB in memory), and 256 open files are within every system's limit.
-const PARTITIONS: usize = 256;
+/// Requests a partition is sized for: 160 MB in memory, sorted in place.
+const PARTITION_ROWS: u64 = 4 << 20;
+
+/// At least this many partitions, and at most that many: 900 open files are within the usual
+/// limit of 1,024, and 900 partitions of 40 M requests (1.6 GB each) hold 36 billion.
+const MIN_PARTITIONS: usize = 256;
+const MAX_PARTITIONS: usize = 900;
+
+/// The shortest a request's row can be in a log file (time, key, status and separators): the
+/// input's size over it bounds the requests it can hold.
+const MIN_ROW_BYTES: u64 = 24;
 
 /// A request on disk: key, time, caller, response bytes, weight, status, key bytes, replayed.
 const RECORD: usize = 8 + 8 + 4 + 4 + 4 + 2 + 2 + 1;
@@ -27,17 +35,23 @@ const RECORD: usize = 8 + 8 + 4 + 4 + 4 + 2 + 2 + 1;
 /// The partition files of one `fit`, removed when dropped.
 pub(super) struct Spill {
     dir: tempfile::TempDir,
+    partitions: usize,
     writers: Vec<BufWriter<File>>,
     pub(super) rows: u64,
 }
 
 impl Spill {
-    pub(super) fn new() -> Result<Spill, FitError> {
+    /// Partitions for logs of `input_bytes` in all: enough that each holds about
+    /// [`PARTITION_ROWS`] requests even if every row is as short as a row can be.
+    pub(super) fn new(input_bytes: u64) -> Result<Spill, FitError> {
+        let partitions = usize::try_from(input_bytes / MIN_ROW_BYTES / PARTITION_ROWS)
+            .unwrap_or(MAX_PARTITIONS)
+            .clamp(MIN_PARTITIONS, MAX_PARTITIONS);
         let dir = tempfile::Builder::new()
             .prefix("idemcalc-fit-")
             .tempdir()
             .map_err(|e| spill_err(&std::env::temp_dir(), &e))?;
-        let writers = (0..PARTITIONS)
+        let writers = (0..partitions)
             .map(|p| {
                 let path = dir.path().join(format!("{p:03}.bin"));
                 File::create(&path)
@@ -47,6 +61,7 @@ impl Spill {
             .collect::<Result<_, _>>()?;
         Ok(Spill {
             dir,
+            partitions,
             writers,
             rows: 0,
         })
@@ -55,7 +70,7 @@ impl Spill {
     /// Writes the requests to their partitions.
     pub(super) fn write(&mut self, reqs: &[Req]) -> Result<(), FitError> {
         for r in reqs {
-            let p = partition(r.key);
+            let p = partition(r.key, self.partitions);
             self.writers[p]
                 .write_all(&encode(r))
                 .map_err(|e| spill_err(self.dir.path(), &e))?;
@@ -72,7 +87,7 @@ impl Spill {
         self.writers.clear();
         let mut total: Option<Tally> = None;
         let mut bytes = Vec::new();
-        for p in 0..PARTITIONS {
+        for p in 0..self.partitions {
             let path = self.dir.path().join(format!("{p:03}.bin"));
             bytes.clear();
             File::open(&path)
@@ -103,8 +118,8 @@ fn spill_err(path: &Path, e: &std::io::Error) -> FitError {
 
 /// Which partition a key's requests go to: the hash's top bits, after a multiply so keys
 /// that differ only in low bits spread too.
-fn partition(key: u64) -> usize {
-    (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 56) as usize % PARTITIONS
+fn partition(key: u64, partitions: usize) -> usize {
+    ((u128::from(key.wrapping_mul(0x9E37_79B9_7F4A_7C15)) * partitions as u128) >> 64) as usize
 }
 
 fn encode(r: &Req) -> [u8; RECORD] {
