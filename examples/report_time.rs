@@ -151,7 +151,7 @@ fn main() -> anyhow::Result<()> {
         row("simulations, timelines, decisions", mark.since());
 
         let mark = Mark::now();
-        let written = report::write_all(&out, &summary)?;
+        let written = report::write_all(&out, &summary, report::RunStamp::now())?;
         row(
             &format!("write the report ({} files)", written.len()),
             mark.since(),

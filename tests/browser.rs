@@ -444,8 +444,63 @@ document.querySelectorAll("body *").forEach(function (e) {
 return problems.slice(0, 20);
 "#;
 
-#[test]
-fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
+/// The page the browser tests open, written once: two sizing scenarios, a failure
+/// demonstration and a timeline, with a baseline. Its URL and folder.
+fn page() -> &'static (String, PathBuf) {
+    static PAGE: std::sync::OnceLock<(String, PathBuf)> = std::sync::OnceLock::new();
+    PAGE.get_or_init(|| {
+        // Two sizing scenarios, a failure demonstration and a timeline, with a baseline.
+        let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report");
+        let before = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report-before");
+        let _ = std::fs::remove_dir_all(&out);
+        let _ = std::fs::remove_dir_all(&before);
+        let scenarios = tempfile::tempdir().unwrap();
+        let small = |name: &str, seed: u64, extra: &str| {
+            format!(
+                "name = \"{name}\"\nseed = {seed}\n[engine]\nretention = \"1h\"\n{extra}[traffic]\nrate = 400\nduration = \"3h\"\ntarget = 300\nseries_points = 60\n[model]\npeak_rate = 2000\n[budgets]\nmax_store_gb = 25\nmax_duplicates_per_day = 300\nmax_cost_per_day = 2000\n"
+            )
+        };
+        std::fs::write(
+            scenarios.path().join("a-small.toml"),
+            small("a-small", 5, ""),
+        )
+        .unwrap();
+        std::fs::write(
+            scenarios.path().join("b-small.toml"),
+            small("b-small", 6, ""),
+        )
+        .unwrap();
+        std::fs::write(
+            scenarios.path().join("c-short-lease.toml"),
+            small("c-short-lease", 7, "lease = \"1s\"\n"),
+        )
+        .unwrap();
+        std::fs::copy(
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lease-takeover.toml"),
+            scenarios.path().join("lease-takeover.toml"),
+        )
+        .unwrap();
+        for (dir, extra) in [(&before, None), (&out, Some(before.join("summary.json")))] {
+            let mut cmd = Command::new(BIN);
+            cmd.args(["report", "--quiet", "--scenarios"])
+                .arg(scenarios.path())
+                .arg("--out")
+                .arg(dir);
+            if let Some(b) = extra {
+                cmd.arg("--baseline").arg(b);
+            }
+            assert!(cmd.status().unwrap().success());
+        }
+        let url = format!(
+            "file://{}",
+            out.join("index.html").canonicalize().unwrap().display()
+        );
+        (url, out)
+    })
+}
+
+/// Chromium and ChromeDriver, or `None` (outside CI) when they are not installed.
+fn browsers() -> Option<(PathBuf, PathBuf)> {
     let (Some(chromium), Some(chromedriver)) = (find_chromium(), find_chromedriver()) else {
         if std::env::var_os("CI").is_some() {
             panic!(
@@ -455,55 +510,18 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
         eprintln!(
             "SKIPPED the page test: chromium or chromedriver is not installed (apt-get install chromium chromium-driver)"
         );
+        return None;
+    };
+    Some((chromium, chromedriver))
+}
+
+#[test]
+fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
+    let Some((chromium, chromedriver)) = browsers() else {
         return;
     };
-    // Two sizing scenarios, a failure demonstration and a timeline, with a baseline.
-    let out = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report");
-    let before = Path::new(env!("CARGO_TARGET_TMPDIR")).join("page-report-before");
-    let _ = std::fs::remove_dir_all(&out);
-    let _ = std::fs::remove_dir_all(&before);
-    let scenarios = tempfile::tempdir().unwrap();
-    let small = |name: &str, seed: u64, extra: &str| {
-        format!(
-            "name = \"{name}\"\nseed = {seed}\n[engine]\nretention = \"1h\"\n{extra}[traffic]\nrate = 400\nduration = \"3h\"\ntarget = 300\nseries_points = 60\n[model]\npeak_rate = 2000\n[budgets]\nmax_store_gb = 25\nmax_duplicates_per_day = 300\nmax_cost_per_day = 2000\n"
-        )
-    };
-    std::fs::write(
-        scenarios.path().join("a-small.toml"),
-        small("a-small", 5, ""),
-    )
-    .unwrap();
-    std::fs::write(
-        scenarios.path().join("b-small.toml"),
-        small("b-small", 6, ""),
-    )
-    .unwrap();
-    std::fs::write(
-        scenarios.path().join("c-short-lease.toml"),
-        small("c-short-lease", 7, "lease = \"1s\"\n"),
-    )
-    .unwrap();
-    std::fs::copy(
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/lease-takeover.toml"),
-        scenarios.path().join("lease-takeover.toml"),
-    )
-    .unwrap();
-    for (dir, extra) in [(&before, None), (&out, Some(before.join("summary.json")))] {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["report", "--quiet", "--scenarios"])
-            .arg(scenarios.path())
-            .arg("--out")
-            .arg(dir);
-        if let Some(b) = extra {
-            cmd.arg("--baseline").arg(b);
-        }
-        assert!(cmd.status().unwrap().success());
-    }
-    let url = format!(
-        "file://{}",
-        out.join("index.html").canonicalize().unwrap().display()
-    );
-
+    let (url, out) = page();
+    let url = url.clone();
     let d = Driver::start(&chromium, &chromedriver, 1440, 1000);
     d.go(&url);
     assert_eq!(d.js("return document.body.getAttribute('data-ready')"), "1");
@@ -635,16 +653,39 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
         "a refused value is not kept in the link"
     );
 
-    // A target no retention meets together with the 25 GB store budget (only the 30-day
-    // horizon has no duplicates, and it holds far more than 25 GB): the card says none, in red,
-    // and why.
+    // A target only the 30-day horizon meets, with the 25 GB store budget it breaks: the card
+    // says none, in red, and names the store budget as what blocks it.
+    let card = "var o = document.getElementById('out-decision'); return [o.textContent, o.parentNode.classList.contains('blocked'), document.getElementById('out-decision-note').textContent, document.getElementById('val-max_store_gb').textContent]";
     d.go("about:blank");
     d.go(&format!("{url}#max_duplicates=0.0001"));
-    let card = d.js("var o = document.getElementById('out-decision'); return [o.textContent, o.parentNode.classList.contains('blocked'), document.getElementById('out-decision-note').textContent]");
-    assert_eq!(card[0], "none", "{card}");
-    assert_eq!(card[1], true, "{card}");
-    let why = card[2].as_str().unwrap_or_default();
-    assert!(why.contains("none meets all of them at once"), "{why}");
+    let blocked = d.js(card);
+    assert_eq!(blocked[0], "none", "{blocked}");
+    assert_eq!(blocked[1], true, "{blocked}");
+    let why = blocked[2].as_str().unwrap_or_default();
+    assert!(
+        why.contains("breaks the store budget of 25 GB"),
+        "the note names the blocking budget: {why}"
+    );
+    assert_eq!(
+        blocked[3], "25 GB",
+        "the store budget is a control: {blocked}"
+    );
+    // The store budget is adjustable: lifting it (from a link, as a slider move would) gives a
+    // recommendation again, and the link says so.
+    d.go("about:blank");
+    d.go(&format!("{url}#max_duplicates=0.0001&max_store_gb=none"));
+    let lifted = d.js(card);
+    assert_ne!(lifted[0], "none", "{lifted}");
+    assert_eq!(lifted[1], false, "{lifted}");
+    assert_eq!(lifted[3], "none", "{lifted}");
+    let hash = d.js("return location.hash");
+    assert!(
+        hash.as_str()
+            .unwrap_or_default()
+            .contains("max_store_gb=none"),
+        "{hash}"
+    );
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
 
     // Print: every scenario shows, the controls do not.
     d.cmd(
@@ -676,4 +717,195 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
         assert!(shot.is_file(), "no screenshot {name}");
         println!("screenshot: {}", shot.display());
     }
+}
+
+/// Elements among `selector` that a reader cannot see without scrolling sideways: past the
+/// viewport's right edge, or cut by a container that scrolls or clips them.
+const CUT_OFF: &str = r#"
+var vw = document.documentElement.clientWidth, out = [];
+document.querySelectorAll(arguments[0]).forEach(function (e) {
+  if (!e.getClientRects().length || getComputedStyle(e).visibility === "hidden") return;
+  var r = e.getBoundingClientRect(), right = vw;
+  for (var p = e.parentElement; p; p = p.parentElement) {
+    var o = getComputedStyle(p).overflowX;
+    if (o === "auto" || o === "scroll" || o === "hidden") right = Math.min(right, p.getBoundingClientRect().right);
+  }
+  if (r.right > right + 1 || r.left < -1) out.push(e.tagName.toLowerCase() + "." + e.className + " '" + e.textContent.trim().slice(0, 30) + "' right " + Math.round(r.right) + " > " + Math.round(right));
+});
+return out;
+"#;
+
+/// Pairs of text labels in one chart whose boxes overlap.
+const OVERLAPS: &str = r#"
+var out = [];
+document.querySelectorAll(arguments[0]).forEach(function (svg) {
+  var boxes = Array.from(svg.querySelectorAll("text")).filter(function (t) { return t.textContent.trim(); })
+    .map(function (t) { return [t.textContent, t.getBoundingClientRect()]; });
+  for (var i = 0; i < boxes.length; i++) for (var j = i + 1; j < boxes.length; j++) {
+    var a = boxes[i][1], b = boxes[j][1];
+    var w = Math.min(a.right, b.right) - Math.max(a.left, b.left), h = Math.min(a.bottom, b.bottom) - Math.max(a.top, b.top);
+    if (w > 1 && h > 1) out.push(boxes[i][0] + " / " + boxes[j][0]);
+  }
+});
+return out;
+"#;
+
+/// Relative luminance contrast of an element's text on the nearest background behind it.
+const CONTRAST: &str = r#"
+function rgb(c) { var m = c.match(/[\d.]+/g).map(Number); return m; }
+function lum(c) { var v = rgb(c).slice(0, 3).map(function (x) { x /= 255; return x <= 0.03928 ? x / 12.92 : Math.pow((x + 0.055) / 1.055, 2.4); }); return 0.2126 * v[0] + 0.7152 * v[1] + 0.0722 * v[2]; }
+function bg(e) { for (; e; e = e.parentElement) { var c = getComputedStyle(e).backgroundColor; if (rgb(c).length < 4 || rgb(c)[3] > 0) return c; } return "rgb(255,255,255)"; }
+var out = [];
+document.querySelectorAll(arguments[0]).forEach(function (e) {
+  if (!e.getClientRects().length) return;
+  var a = lum(getComputedStyle(e).color), b = lum(bg(e));
+  var ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+  out.push([e.tagName.toLowerCase() + "." + e.className + " '" + e.textContent.trim().slice(0, 20) + "'", ratio, lum(bg(e))]);
+});
+return out;
+"#;
+
+#[test]
+fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
+    let Some((chromium, chromedriver)) = browsers() else {
+        return;
+    };
+    let (url, out) = page();
+    let d = Driver::start(&chromium, &chromedriver, 1440, 1000);
+    let cdp = |cmd: &str, params: serde_json::Value| {
+        d.cmd(
+            "POST",
+            "/goog/cdp/execute",
+            serde_json::json!({"cmd": cmd, "params": params}),
+        )
+    };
+    let metrics = |width: u32, height: u32| {
+        cdp(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        );
+    };
+    let cut_off = |selector: &str| -> Vec<String> {
+        let v = d.cmd(
+            "POST",
+            "/execute/sync",
+            serde_json::json!({"script": CUT_OFF, "args": [selector]}),
+        );
+        serde_json::from_value(v).unwrap()
+    };
+    let run = |script: &str, arg: &str| {
+        d.cmd(
+            "POST",
+            "/execute/sync",
+            serde_json::json!({"script": script, "args": [arg]}),
+        )
+    };
+    d.go(url);
+    assert_eq!(d.js("return document.body.getAttribute('data-ready')"), "1");
+
+    // Desktop: the trade-off's labels (budget, target, recommended, cheapest, now) never
+    // sit on one another, nor do the static charts' axis labels.
+    let overlaps = run(OVERLAPS, "#tradeoff svg, .scenario.active svg.chart");
+    assert_eq!(
+        overlaps,
+        serde_json::json!([]),
+        "overlapping labels at 1440 px"
+    );
+    let cut = cut_off(".verdict-cell, #glance .mark, #decision .card");
+    assert!(cut.is_empty(), "cut off at 1440 px: {cut:#?}");
+
+    // A phone, 390 px wide: the decision and every verdict on screen without scrolling
+    // sideways, in each sizing scenario's tab.
+    metrics(390, 844);
+    d.js("window.dispatchEvent(new Event('resize')); return 1");
+    let tabs = d
+        .js("return Array.from(document.querySelectorAll('#scenarios [role=tab]')).map(t => t.id)");
+    for tab in tabs.as_array().unwrap() {
+        d.js(&format!(
+            "document.getElementById('{}').click(); return 1",
+            tab.as_str().unwrap()
+        ));
+        let cut = cut_off(
+            "#decision h2, #decision .card .value, #verdict, #glance .mark, #glance .badge, .scenario.active .verdict-cell, #out-decision",
+        );
+        assert!(cut.is_empty(), "cut off at 390 px: {cut:#?}");
+    }
+    let overlaps = run(OVERLAPS, "#tradeoff svg");
+    assert_eq!(
+        overlaps,
+        serde_json::json!([]),
+        "overlapping labels at 390 px"
+    );
+
+    // Print on A4 (210 mm less 12 mm margins: 703 CSS px): every table's rightmost column is
+    // inside the page box, nothing scrolls, and no chart label sits on another.
+    cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({"media": "print"}),
+    );
+    metrics(703, 1000);
+    d.js("window.dispatchEvent(new Event('resize')); return 1");
+    let cut = cut_off("table tr > :last-child, svg.chart");
+    assert!(cut.is_empty(), "outside the A4 page box: {cut:#?}");
+    let scrolls = d.js(
+        "return Array.from(document.querySelectorAll('.tablewrap, .svgwrap, table')).filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1).map(e => e.className + ' ' + e.scrollWidth + ' > ' + e.clientWidth)",
+    );
+    assert_eq!(scrolls, serde_json::json!([]), "scrolls in print");
+    let overlaps = run(OVERLAPS, "svg.chart");
+    assert_eq!(
+        overlaps,
+        serde_json::json!([]),
+        "overlapping labels in print"
+    );
+    // The printed document itself: A4 pages, and not one per table row.
+    let pdf = d.cmd(
+        "POST",
+        "/print",
+        serde_json::json!({"page": {"width": 21.0, "height": 29.7}, "background": true}),
+    );
+    let pdf = base64::Engine::decode(
+        &base64::engine::general_purpose::STANDARD,
+        pdf.as_str().unwrap(),
+    )
+    .unwrap();
+    std::fs::write(out.join("page-print.pdf"), &pdf).unwrap();
+    let pages = pdf_pages(&pdf);
+    println!(
+        "printed: {} ({pages} pages)",
+        out.join("page-print.pdf").display()
+    );
+    assert!((1..=20).contains(&pages), "{pages} printed pages");
+
+    // Dark: under prefers-color-scheme: dark the page is dark and its text keeps 4.5:1.
+    metrics(1440, 1000);
+    cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({"media": "screen", "features": [{"name": "prefers-color-scheme", "value": "dark"}]}),
+    );
+    let body_lum = d.js("var m = getComputedStyle(document.body).backgroundColor.match(/\\d+/g).map(Number); return (m[0] + m[1] + m[2]) / 3");
+    assert!(
+        body_lum.as_f64().unwrap() < 60.0,
+        "dark background: {body_lum}"
+    );
+    let contrast = run(
+        CONTRAST,
+        "h1, h2, .sub, .muted, .card .value, .card .label, a, .verdict-cell, .mark, .badge, td, th, code, .olabel, .oval, .note",
+    );
+    let low: Vec<&serde_json::Value> = contrast
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c[1].as_f64().unwrap() < 4.5)
+        .collect();
+    assert!(
+        low.is_empty(),
+        "text under 4.5:1 in the dark theme: {low:#?}"
+    );
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
+}
+
+/// The pages of a PDF: its page objects, `/Type /Page` (not `/Pages`), however spaced.
+fn pdf_pages(pdf: &[u8]) -> usize {
+    let text = String::from_utf8_lossy(pdf).replace(' ', "");
+    text.matches("/Type/Page").count() - text.matches("/Type/Pages").count()
 }

@@ -146,7 +146,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         crate::run::compare::add_growth_verdicts(&mut summary, &comparison);
         summary.comparison = Some(comparison);
     }
-    let written = report::write_all(&args.out, &summary)?;
+    let written = report::write_all(&args.out, &summary, report::RunStamp::now())?;
     if !args.quiet {
         let md = report::MarkdownExporter;
         use report::Exporter as _;

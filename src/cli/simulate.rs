@@ -127,7 +127,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         .ok_or_else(|| anyhow::anyhow!("a simulation always has a decision"))?;
     if let Some(path) = &args.report {
         use crate::report::Exporter as _;
-        let html = crate::report::HtmlExporter.serialize(&summary)?;
+        let html = crate::report::HtmlExporter {
+            stamp: crate::report::RunStamp::now(),
+        }
+        .serialize(&summary)?;
         std::fs::write(path, html)
             .with_context(|| format!("{}: cannot write the report", path.display()))?;
     }

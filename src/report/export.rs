@@ -390,8 +390,11 @@ fn comparison_md(out: &mut String, c: &Comparison) {
     }
 }
 
-/// `index.html`: the one-page report.
-pub struct HtmlExporter;
+/// `index.html`: the one-page report, with the run's stamp at its foot.
+#[derive(Debug, Clone, Default)]
+pub struct HtmlExporter {
+    pub stamp: super::RunStamp,
+}
 
 impl Exporter for HtmlExporter {
     fn file_name(&self) -> &'static str {
@@ -399,6 +402,6 @@ impl Exporter for HtmlExporter {
     }
 
     fn serialize(&self, summary: &Summary) -> Result<Vec<u8>, ExportError> {
-        Ok(html::render(summary)?.into_bytes())
+        Ok(html::render(summary, &self.stamp)?.into_bytes())
     }
 }

@@ -96,10 +96,39 @@ fn describe_limit(
     }
 }
 
+/// What the page says about the run that wrote it, at its foot: when, by which command, and
+/// the tables beside it. Kept out of `summary.json`, which stays byte-identical whenever the
+/// inputs are (the version and each scenario's inputs hash are in it).
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct RunStamp {
+    /// UTC, to the second.
+    pub date: String,
+    /// The command line, quoted so it can be pasted into a shell.
+    pub command_line: String,
+    /// The tables written beside the page, relative to it.
+    pub tables: Vec<String>,
+}
+
+impl RunStamp {
+    /// This process: the time now and its own arguments.
+    pub fn now() -> RunStamp {
+        let args: Vec<String> = std::env::args().collect();
+        let mut words = args.iter().map(String::as_str);
+        // The program as it is known, not the path it was started from.
+        let program = words.next().map(|_| "idemcalc");
+        RunStamp {
+            date: humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string(),
+            command_line: shlex::try_join(program.into_iter().chain(words))
+                .unwrap_or_else(|_| args.join(" ")),
+            tables: Vec::new(),
+        }
+    }
+}
+
 /// Writes the tables, `summary.json`, `summary.md` and `index.html` into `out` (created if
 /// needed) and returns the files written. Everything is written even when budgets are broken:
 /// the exit code is the caller's business.
-pub fn write_all(out: &Path, summary: &Summary) -> anyhow::Result<Vec<PathBuf>> {
+pub fn write_all(out: &Path, summary: &Summary, stamp: RunStamp) -> anyhow::Result<Vec<PathBuf>> {
     use anyhow::Context;
     std::fs::create_dir_all(out)
         .with_context(|| format!("{}: cannot create the output directory", out.display()))?;
@@ -115,7 +144,17 @@ pub fn write_all(out: &Path, summary: &Summary) -> anyhow::Result<Vec<PathBuf>> 
             written.extend(crate::tables::write_all(&tables, &prefix, &r.sim)?);
         }
     }
-    let exporters: [&dyn Exporter; 3] = [&JsonExporter, &MarkdownExporter, &HtmlExporter];
+    let page = HtmlExporter {
+        stamp: RunStamp {
+            tables: written
+                .iter()
+                .filter_map(|p| p.strip_prefix(out).ok())
+                .map(|p| p.display().to_string())
+                .collect(),
+            ..stamp
+        },
+    };
+    let exporters: [&dyn Exporter; 3] = [&JsonExporter, &MarkdownExporter, &page];
     for e in exporters {
         let path = out.join(e.file_name());
         let bytes = e.serialize(summary)?;

@@ -13,6 +13,8 @@ use serde::Serialize;
 #[serde(rename_all = "snake_case")]
 pub enum Quantity {
     Bytes,
+    /// Decimal gigabytes, as the store budget is set.
+    Gigabytes,
     Count,
     PerDay,
     Usd,
@@ -26,6 +28,7 @@ pub enum Quantity {
 pub fn show(quantity: Quantity, v: f64) -> String {
     match quantity {
         Quantity::Bytes => human_bytes(v),
+        Quantity::Gigabytes => human_bytes(v * 1e9),
         Quantity::Count => human_count(v),
         Quantity::PerDay => format!("{}/day", human_count(v)),
         Quantity::Usd => usd(v),

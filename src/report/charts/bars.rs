@@ -52,7 +52,9 @@ pub fn bars(
         (0.0, top, nice_ticks(0.0, top, 5))
     };
     let to_x = |v: f64| if log { v.max(1.0).log10() } else { v };
-    let log_fmt = |v: f64| fmt(10f64.powf(v));
+    // Decades read 1k, 10k, 100k, 1M: the axis stays legible on a phone and in print, where
+    // "100,000" beside "10,000" would run together. The bars' own labels keep `fmt`.
+    let log_fmt = |v: f64| decade(10f64.powf(v));
     let lin_fmt = |v: f64| fmt(v);
     let x_axis = Axis {
         lo: x_lo,
@@ -123,4 +125,29 @@ fn draw_bar(
     text_at(ctx, chart, (end, y), b.text.clone(), (6, -6), font(13, INK))?;
     hovers.push(Hover::at(ctx, (x1, y), 4, b.colour, b.hover.clone()));
     Ok(())
+}
+
+/// A power of ten as a short label: 1, 10, 100, 1k … 100k, 1M … 1B.
+fn decade(v: f64) -> String {
+    let v = v.round();
+    match v {
+        v if v >= 1e9 => format!("{}B", v / 1e9),
+        v if v >= 1e6 => format!("{}M", v / 1e6),
+        v if v >= 1e3 => format!("{}k", v / 1e3),
+        v => format!("{v}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn decades_are_short() {
+        let labels: Vec<String> = (0..=9).map(|e| super::decade(10f64.powi(e))).collect();
+        assert_eq!(
+            labels,
+            [
+                "1", "10", "100", "1k", "10k", "100k", "1M", "10M", "100M", "1B"
+            ]
+        );
+    }
 }

@@ -71,10 +71,14 @@ struct Page {
     charts: Vec<figures::ChartView>,
     scenarios: Vec<scenarios::ScenarioView>,
     formulas: Vec<(String, String, String)>,
+    stamp: super::RunStamp,
+    /// Each scenario's name with the start of its inputs hash.
+    inputs: Vec<(String, String)>,
+    version: String,
 }
 
 /// Renders the page.
-pub fn render(summary: &Summary) -> Result<String, HtmlError> {
+pub fn render(summary: &Summary, stamp: &super::RunStamp) -> Result<String, HtmlError> {
     let palette = RatePalette::new(
         summary
             .scenarios
@@ -113,6 +117,13 @@ pub fn render(summary: &Summary) -> Result<String, HtmlError> {
             .map(|s| scenarios::view(s, &palette))
             .collect(),
         formulas: formulas(),
+        stamp: stamp.clone(),
+        inputs: summary
+            .scenarios
+            .iter()
+            .map(|s| (s.name.clone(), s.inputs_sha256.clone()))
+            .collect(),
+        version: format!("{} {}", summary.tool.name, summary.tool.version),
     };
     fill_template(&page, start, &sim_points)
 }

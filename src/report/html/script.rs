@@ -5,7 +5,9 @@
 //! numbers.
 
 use super::HtmlError;
-use super::whatif::{CONTROLS, KEY, OUTPUTS, RESPONSE, TARGET, control_values, own_value};
+use super::whatif::{
+    CONTROLS, COST_BUDGET, KEY, OUTPUTS, RESPONSE, STORE_BUDGET, TARGET, control_steps, no_budget,
+};
 use crate::model;
 use crate::report::charts::SimPoint;
 use crate::report::vocabulary::{Quantity, show};
@@ -57,6 +59,8 @@ const FRAGMENT: &[(&str, &str)] = &[
     ("carrier_window", "carrier_window_s"),
     ("replicas", "replicas"),
     ("max_duplicates", TARGET),
+    ("max_store_gb", STORE_BUDGET),
+    ("max_cost_per_day", COST_BUDGET),
     ("key_bytes", KEY),
     ("response_bytes", RESPONSE),
     ("retention", "retention_s"),
@@ -75,8 +79,8 @@ fn controls(start: &WhatIfStart) -> serde_json::Value {
             let (min, max) = control_range(name);
             serde_json::json!({
                 "name": name, "label": label, "kind": kind,
-                "values": control_values(values, own_value(start, name)),
-                "min": min, "max": max,
+                "values": control_steps(start, name, values),
+                "min": min, "max": max, "none": no_budget(name),
             })
         })
         .collect();

@@ -149,7 +149,47 @@ pub(super) const CONTROLS: &[(&str, &str, &str, Quantity, &[f64])] = &[
             1_000.0,
         ],
     ),
+    (
+        STORE_BUDGET,
+        "Store budget",
+        "per copy",
+        Quantity::Gigabytes,
+        &[1.0, 2.0, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 1_000.0],
+    ),
+    (
+        COST_BUDGET,
+        "Cost budget",
+        "per day",
+        Quantity::UsdPerDay,
+        &[
+            10.0, 50.0, 100.0, 500.0, 1_000.0, 2_000.0, 5_000.0, 10_000.0,
+        ],
+    ),
 ];
+
+/// The decision's store and cost budgets: controls too, since either can be what blocks a
+/// recommendation. A budget that is not set sits at the top of its flag's range, shown as
+/// "none": `--max-store-gb` and `--max-cost-per-day` take nothing larger.
+pub(super) const STORE_BUDGET: &str = "max_store_gb";
+pub(super) const COST_BUDGET: &str = "max_cost_per_day";
+
+/// The value at which a budget control means "no budget", if the control is a budget.
+pub(super) fn no_budget(name: &str) -> Option<f64> {
+    match name {
+        STORE_BUDGET | COST_BUDGET => crate::settings::knobs::knob(name)
+            .numeric_range()
+            .map(|(_, max)| max),
+        _ => None,
+    }
+}
+
+/// A control's value as the page writes it: "none" for an unset budget.
+pub(super) fn control_text(name: &str, kind: Quantity, v: f64) -> String {
+    match no_budget(name) {
+        Some(none) if v >= none => "none".to_string(),
+        _ => show(kind, v),
+    }
+}
 
 /// The one control that is a decision target, not a model input.
 pub(super) const TARGET: &str = "max_duplicates_per_day";
@@ -234,6 +274,16 @@ pub(super) const OUTPUTS: &[(&str, &str, Quantity, bool)] = &[
 pub(super) fn own_value(start: &WhatIfStart, name: &str) -> f64 {
     match name {
         TARGET => start.targets.max_duplicates_per_day,
+        STORE_BUDGET => start
+            .targets
+            .max_store_gb
+            .or(no_budget(name))
+            .unwrap_or(f64::NAN),
+        COST_BUDGET => start
+            .targets
+            .max_cost_per_day
+            .or(no_budget(name))
+            .unwrap_or(f64::NAN),
         KEY => start.key_bytes,
         RESPONSE => start.response_bytes,
         _ => param(&start.params, name),
@@ -245,6 +295,15 @@ fn param(p: &ModelParams, name: &str) -> f64 {
         .iter()
         .find(|(n, _)| *n == name)
         .map_or(f64::NAN, |v| v.1)
+}
+
+/// A control's steps: its values, "no budget" for a budget, and the run's own value, sorted.
+pub(super) fn control_steps(start: &WhatIfStart, name: &str, values: &[f64]) -> Vec<f64> {
+    let mut v = control_values(values, own_value(start, name));
+    if let Some(none) = no_budget(name) {
+        v = control_values(&v, none);
+    }
+    v
 }
 
 /// A control's values with the run's own merged in, sorted.
@@ -309,7 +368,7 @@ fn controls(start: &WhatIfStart) -> Vec<Control> {
         .iter()
         .map(|(name, label, unit, kind, values)| {
             let own = own_value(start, name);
-            let values = control_values(values, own);
+            let values = control_steps(start, name, values);
             let index = values
                 .iter()
                 .position(|v| (v - own).abs() <= own.abs() * 1e-12)
@@ -320,7 +379,7 @@ fn controls(start: &WhatIfStart) -> Vec<Control> {
                 unit,
                 max_index: values.len().saturating_sub(1),
                 index,
-                text: show(*kind, own),
+                text: control_text(name, *kind, own),
             }
         })
         .collect()

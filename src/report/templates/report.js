@@ -123,6 +123,7 @@
   }
   var FORMAT = {
     bytes: humanBytes,
+    gigabytes: function (v) { return humanBytes(v * 1e9); },
     count: humanCount,
     per_day: function (v) { return humanCount(v) + "/day"; },
     usd: usd,
@@ -203,47 +204,60 @@
     return { rows: rows, best: best };
   }
 
+  // The inputs the page starts at: the run's model inputs, its payload sizes and its decision
+  // targets, an unset store or cost budget at its control's "none".
+  var SPEC = {};
+  M.controls.forEach(function (c) { SPEC[c.name] = c; });
+  function startParams() {
+    var T = M.targets;
+    return Object.assign({
+      max_duplicates_per_day: T.max_duplicates_per_day,
+      max_store_gb: T.max_store_gb != null ? T.max_store_gb : SPEC.max_store_gb.none,
+      max_cost_per_day: T.max_cost_per_day != null ? T.max_cost_per_day : SPEC.max_cost_per_day.none,
+      key_bytes: M.payload.key_bytes, response_bytes: M.payload.response_bytes
+    }, M.base);
+  }
+  // A budget's limit, or null when the control sits at "none".
+  function budget(params, name) {
+    var v = params[name], none = SPEC[name] && SPEC[name].none;
+    return v == null || (none != null && v >= none) ? null : v;
+  }
+  function candidates(params) {
+    var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
+      .filter(function (r) { return isFinite(r) && r > 0 && r <= M.horizon_s; });
+    rs.sort(function (a, b) { return a - b; });
+    return rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; }).map(function (r) {
+      var v = evaluate(Object.assign({}, params, { retention_s: r }));
+      var gb = budget(params, "max_store_gb"), usdDay = budget(params, "max_cost_per_day");
+      return { retention_s: r, v: v,
+        dup: v.duplicate_labels_per_day <= params.max_duplicates_per_day,
+        store: gb === null || v.store_bytes <= gb * 1e9,
+        cost: usdDay === null || v.total_cost_per_day <= usdDay };
+    });
+  }
+
   // The decision rule of src/decision.rs: the shortest retention up to the horizon whose real
   // duplicates stay under the target and whose store and cost fit the budgets. The check at
   // load below compares it with Rust's answer at the page's starting inputs.
   function decide(params) {
-    var horizon = M.horizon_s, T = M.targets;
-    var target = params.max_duplicates_per_day;
-    var rs = M.sweep_retentions_s.slice();
-    rs.push(params.retention_s, horizon);
-    rs = rs.filter(function (r) { return isFinite(r) && r > 0 && r <= horizon; });
-    rs.sort(function (a, b) { return a - b; });
-    rs = rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; });
-    for (var i = 0; i < rs.length; i++) {
-      var v = evaluate(Object.assign({}, params, { retention_s: rs[i] }));
-      var ok = v.duplicate_labels_per_day <= target &&
-        (T.max_store_gb === null || T.max_store_gb === undefined || v.store_bytes <= T.max_store_gb * 1e9) &&
-        (T.max_cost_per_day === null || T.max_cost_per_day === undefined || v.total_cost_per_day <= T.max_cost_per_day);
-      if (ok) return { retention_s: rs[i], v: v };
-    }
-    return null;
+    var c = candidates(params).find(function (c) { return c.dup && c.store && c.cost; });
+    return c ? { retention_s: c.retention_s, v: c.v } : null;
   }
 
-  // Why no retention is recommended: the budgets no retention meets, each named with its limit.
+  // Why no retention is recommended, naming the budget that blocks it: the target no retention
+  // meets, or the budgets the shortest retention under the target breaks.
   function whyNone(params) {
-    var T = M.targets, target = params.max_duplicates_per_day;
-    var hasStore = T.max_store_gb !== null && T.max_store_gb !== undefined;
-    var hasCost = T.max_cost_per_day !== null && T.max_cost_per_day !== undefined;
-    var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
-      .filter(function (r) { return isFinite(r) && r > 0 && r <= M.horizon_s; });
-    var dup = false, store = !hasStore, cost = !hasCost;
-    rs.forEach(function (r) {
-      var v = evaluate(Object.assign({}, params, { retention_s: r }));
-      if (v.duplicate_labels_per_day <= target) dup = true;
-      if (hasStore && v.store_bytes <= T.max_store_gb * 1e9) store = true;
-      if (hasCost && v.total_cost_per_day <= T.max_cost_per_day) cost = true;
-    });
-    var blocked = [];
-    if (!dup) blocked.push("at most " + humanCount(target) + " duplicates/day");
-    if (!store) blocked.push("the store budget of " + humanBytes(T.max_store_gb * 1e9));
-    if (!cost) blocked.push("the cost budget of " + usd(T.max_cost_per_day) + "/day");
-    if (!blocked.length) return "each budget is met by some retention up to " + humanDuration(M.horizon_s) + ", but none meets all of them at once";
-    return "no retention up to " + humanDuration(M.horizon_s) + " meets " + blocked.join(", nor ");
+    var cs = candidates(params), target = params.max_duplicates_per_day;
+    var under = cs.find(function (c) { return c.dup; });
+    if (!under) {
+      return "no retention up to " + humanDuration(M.horizon_s) + " keeps duplicates under " +
+        humanCount(target) + "/day (the duplicates target blocks it)";
+    }
+    var broken = [];
+    if (!under.store) broken.push("the store budget of " + humanBytes(budget(params, "max_store_gb") * 1e9) + " (it needs " + humanBytes(under.v.store_bytes) + " per copy)");
+    if (!under.cost) broken.push("the cost budget of " + usd(budget(params, "max_cost_per_day")) + "/day (it costs " + usd(under.v.total_cost_per_day) + "/day)");
+    return humanDuration(under.retention_s) + " is the shortest retention under " + humanCount(target) +
+      " duplicates/day, and every one that is breaks " + broken.join(" and ");
   }
 
   // ---- Checks at load: the script must agree with Rust, or say so loudly. ----
@@ -262,7 +276,7 @@
     if (s.best && s.best.retention_s !== M.check_cheapest_s) {
       console.error("cheapest retention: page " + s.best.retention_s + " s, idemcalc " + M.check_cheapest_s + " s");
     }
-    var d = decide(Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day }, M.base));
+    var d = decide(startParams());
     var got = d ? d.retention_s : null;
     if (got !== M.check_decision_s) {
       console.error("recommended retention: page " + got + " s, idemcalc " + M.check_decision_s + " s");
@@ -291,7 +305,26 @@
     var t = niceTicks(0, max * 1.08, 5), step = t.length > 1 ? t[1] : max;
     return Math.ceil(max * 1.08 / step) * step;
   }
-  var COLOURS = { line: "#2563eb", ok: "#16a34a", okText: "#15803d", muted: "#6b7280", bad: "#dc2626", badText: "#b91c1c", grid: "#e5e7eb", ink: "#1f2937" };
+  // Labels placed where they sit on no other label: each tries its positions in turn (estimated
+  // width at 11 px sans-serif) and takes the first clear one inside the panel.
+  function labeller(svg, bounds) {
+    var boxes = [];
+    return function (candidates, text, colour) {
+      var w = text.length * 6.4, h = 12, pick = null;
+      candidates.forEach(function (c) {
+        if (pick) return;
+        var x0 = c[2] === "end" ? c[0] - w : c[0];
+        var box = [x0, c[1] - h + 2, x0 + w, c[1] + 3];
+        var inside = box[0] >= bounds[0] && box[2] <= bounds[2] && box[1] >= bounds[1] && box[3] <= bounds[3];
+        var clear = boxes.every(function (b) { return box[2] <= b[0] || box[0] >= b[2] || box[3] <= b[1] || box[1] >= b[3]; });
+        if (inside && clear) pick = [c, box];
+      });
+      if (!pick) return;
+      boxes.push(pick[1]);
+      el("text", { x: pick[0][0], y: pick[0][1], "text-anchor": pick[0][2], "font-size": 11, "font-family": "sans-serif", fill: colour }, svg, text);
+    };
+  }
+  var COLOURS = { line: "#2563eb", limit: "#7c3aed", ok: "#16a34a", okText: "#15803d", muted: "#6b7280", bad: "#dc2626", badText: "#b91c1c", grid: "#e5e7eb", ink: "#1f2937" };
   function drawTradeoff(params) {
     var s = sweep(params);
     // Simulated runs stay on the chart while only the retention differs from the run's inputs.
@@ -313,11 +346,11 @@
     var xticks = (stacked ? [3600, 86400, 604800, 2592000] : [3600, 21600, 86400, 259200, 604800, 2592000]).filter(function (t) {
       return Math.log10(t) >= xlo && Math.log10(t) <= xhi;
     });
-    var T = M.targets;
+    var gb = budget(params, "max_store_gb");
     var panels = [
-      ["Store size", "Store size (bytes)", "store_bytes", humanBytes, T.max_store_gb != null ? T.max_store_gb * 1e9 : null, "budget"],
+      ["Store size", "Store size (bytes)", "store_bytes", humanBytes, gb !== null ? gb * 1e9 : null, "budget"],
       ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount, params.max_duplicates_per_day, "target"],
-      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd, T.max_cost_per_day != null ? T.max_cost_per_day : null, "budget"]
+      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd, budget(params, "max_cost_per_day"), "budget"]
     ];
     var decided = decide(params);
     panels.forEach(function (p, pi) {
@@ -345,9 +378,12 @@
       el("line", { x1: left, x2: right, y1: bottom, y2: bottom, stroke: COLOURS.muted }, svg);
       el("text", { x: (left + right) / 2, y: oy + PH - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)");
       el("text", { x: 0, y: 0, transform: "translate(" + (ox + 12) + "," + ((top + bottom) / 2) + ") rotate(-90)", "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[1]);
+      var label = labeller(svg, [left + 2, top, right, bottom]);
       if (limitShown) {
-        el("line", { "class": "limit", x1: left, x2: right, y1: Y(limit), y2: Y(limit), stroke: COLOURS.bad, "stroke-width": 1.5, "stroke-dasharray": "8 4" }, svg);
-        el("text", { x: right - 2, y: Y(limit) - 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.badText }, svg, p[5] + " " + p[3](limit));
+        var ly = Y(limit);
+        el("line", { "class": "limit", x1: left, x2: right, y1: ly, y2: ly, stroke: COLOURS.limit, "stroke-width": 1.5, "stroke-dasharray": "9 3 2 3" }, svg);
+        label([[right - 2, ly - 4, "end"], [right - 2, ly + 13, "end"], [left + 4, ly - 4, "start"], [left + 4, ly + 13, "start"]],
+          p[5] + " " + p[3](limit), COLOURS.limit);
       }
       var path = function (key, colour, width, dash) {
         var d = s.rows.map(function (r, i) { return (i ? "L" : "M") + X(xs[i]).toFixed(1) + " " + Y(r[key]).toFixed(1); }).join(" ");
@@ -362,7 +398,8 @@
       path(p[2], COLOURS.line, 2);
       var cx = X(Math.log10(params.retention_s));
       el("line", { x1: cx, x2: cx, y1: top, y2: bottom, stroke: COLOURS.muted, "stroke-dasharray": "5 4" }, svg);
-      el("text", { x: cx + 4, y: top + 12, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, "now " + humanDuration(params.retention_s));
+      label([[cx + 4, top + 12, "start"], [cx - 4, top + 12, "end"], [cx + 4, top + 26, "start"], [cx - 4, top + 26, "end"]],
+        "now " + humanDuration(params.retention_s), COLOURS.muted);
       if (simsComparable) {
         (M.sim_points || []).forEach(function (sp) {
           var v = sp[p[2]], x = X(Math.log10(sp.retention_s));
@@ -372,6 +409,12 @@
             " (95%: " + p[3](v[0]) + " – " + p[3](v[2]) + ")");
         });
       }
+      if (decided) {
+        var dx = X(Math.log10(decided.retention_s));
+        el("line", { x1: dx, x2: dx, y1: top, y2: bottom, stroke: COLOURS.okText, "stroke-width": 2 }, svg);
+        label([[dx + 4, bottom - 6, "start"], [dx - 4, bottom - 6, "end"], [dx + 4, bottom - 20, "start"], [dx - 4, bottom - 20, "end"], [dx + 4, top + 40, "start"], [dx - 4, top + 40, "end"]],
+          "recommended " + humanDuration(decided.retention_s), COLOURS.okText);
+      }
       s.rows.forEach(function (r, i) {
         var cheapest = pi === 2 && s.best && r.retention_s === s.best.retention_s;
         var chosen = decided && r.retention_s === decided.retention_s;
@@ -380,14 +423,11 @@
         c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : "") + (chosen ? " (recommended)" : ""));
         if (cheapest) {
           el("circle", { cx: X(xs[i]), cy: Y(r[p[2]]), r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
-          el("text", { x: X(xs[i]) - 64, y: Y(r[p[2]]) - 28, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.okText }, svg, "cheapest " + humanDuration(r.retention_s));
+          var px = X(xs[i]), py = Y(r[p[2]]);
+          label([[px - 12, py - 14, "end"], [px + 12, py - 14, "start"], [px - 12, py + 22, "end"], [px + 12, py + 22, "start"], [px - 12, py - 30, "end"]],
+            "cheapest " + humanDuration(r.retention_s), COLOURS.okText);
         }
       });
-      if (decided) {
-        var dx = X(Math.log10(decided.retention_s));
-        el("line", { x1: dx, x2: dx, y1: top, y2: bottom, stroke: COLOURS.okText, "stroke-width": 2 }, svg);
-        el("text", { x: dx + 4, y: bottom - 6, "font-size": 11, "font-family": "sans-serif", fill: COLOURS.okText }, svg, "recommended " + humanDuration(decided.retention_s));
-      }
     });
     wrap.textContent = "";
     wrap.appendChild(svg);
@@ -411,8 +451,7 @@
   }
 
   // ---- The controls. ----
-  var params = Object.assign({ max_duplicates_per_day: M.targets.max_duplicates_per_day,
-    key_bytes: M.payload.key_bytes, response_bytes: M.payload.response_bytes }, M.base);
+  var params = startParams();
   var start = Object.assign({}, params);
   var controls = {};
   M.controls.forEach(function (c) {
@@ -430,6 +469,9 @@
   var note = document.getElementById("script-note");
   if (note) note.hidden = true;
 
+  function controlText(c, v) {
+    return c.none != null && v >= c.none ? "none" : FORMAT[c.kind](v);
+  }
   function setText(id, text, value) {
     var e = document.getElementById(id);
     if (!e) return;
@@ -446,7 +488,7 @@
         (params.response_bytes - M.payload.response_bytes)
     });
     var v = evaluate(p);
-    M.controls.forEach(function (c) { setText("val-" + c.name, FORMAT[c.kind](p[c.name])); });
+    M.controls.forEach(function (c) { setText("val-" + c.name, controlText(c, p[c.name])); });
     M.outputs.forEach(function (o) { setText("out-" + o.name, FORMAT[o.kind](v[o.name]), v[o.name]); });
     var s = drawTradeoff(p);
     if (s.best) {
@@ -478,7 +520,10 @@
     if (applying) return;
     var parts = [];
     Object.keys(controls).forEach(function (name) {
-      if (params[name] !== start[name]) parts.push((shortName[name] || name) + "=" + encodeURIComponent(String(params[name])));
+      if (params[name] === start[name]) return;
+      var none = controls[name].spec.none;
+      var text = none != null && params[name] >= none ? "none" : String(params[name]);
+      parts.push((shortName[name] || name) + "=" + encodeURIComponent(text));
     });
     Object.keys(openTabs).sort().forEach(function (list) {
       if (openTabs[list] !== firstTab[list]) parts.push("scenario=" + encodeURIComponent(openTabs[list].replace(/^sc-/, "")));
@@ -497,8 +542,9 @@
       var parts = kv.split("=");
       var name = aliases[parts[0]] || parts[0];
       if (parts[0] === "scenario") { showTab("sc-" + decodeURIComponent(parts[1] || "")); return; }
-      var value = Number(decodeURIComponent(parts[1] || ""));
       var ctl = controls[name];
+      var raw = decodeURIComponent(parts[1] || "");
+      var value = ctl && raw === "none" && ctl.spec.none != null ? ctl.spec.none : Number(raw);
       if (!ctl) { if (parts[0]) console.warn("unknown report parameter " + parts[0]); return; }
       if (!isFinite(value) || value < ctl.spec.min || value > ctl.spec.max) {
         refused.push(decodeURIComponent(kv) + " (" + ctl.spec.label + ": " + ctl.spec.min + " to " + ctl.spec.max + ")");
