@@ -46,7 +46,7 @@ pub use bars::{Bar, bars};
 pub use keys_over_time::{KeyLine, keys_over_time};
 pub use retry_cdf::{Window, retry_cdf};
 pub use timeline::timeline;
-pub use tradeoff::{SimPoint, TradeoffRow, tradeoff};
+pub use tradeoff::{Limits, SimPoint, TradeoffRow, tradeoff};
 
 #[derive(Debug, thiserror::Error)]
 #[error("chart `{chart}`: {message}")]
@@ -75,6 +75,8 @@ pub const OK: Rgb = Rgb(22, 163, 74);
 pub const WARN: Rgb = Rgb(217, 119, 6);
 pub const BAD: Rgb = Rgb(220, 38, 38);
 pub const CARRIER: Rgb = Rgb(124, 58, 237);
+/// Budget and target lines: purple, apart from the red of the duplicates curves.
+pub const LIMIT: Rgb = Rgb(124, 58, 237);
 /// The seed's two rates keep their colours on every chart; other rates take the rest in order.
 const RATE_400: Rgb = Rgb(37, 99, 235);
 const RATE_2000: Rgb = Rgb(234, 88, 12);

@@ -2,8 +2,8 @@
 //! duplicate labels, and where the daily total is lowest.
 
 use super::{
-    Area, Axis, BAD, ChartError, Ctx, Hover, INK, MUTED, OK, Rgb, duration_ticks, font, line,
-    log_duration_label, nice_ticks, nice_top, panel, render, segment, vline,
+    Area, Axis, BAD, ChartError, Ctx, Hover, INK, LIMIT, MUTED, OK, Rgb, duration_ticks, font,
+    line, log_duration_label, nice_ticks, nice_top, panel, render, segment, text_at, vline,
 };
 use crate::format::{human_bytes, human_count, human_duration, usd};
 use plotters::prelude::*;
@@ -40,6 +40,8 @@ struct Metric {
     /// The cost panel also shows the cost's two parts and rings the cheapest retention: the
     /// decision is made on it.
     is_cost: bool,
+    /// What its limit line is called: the store and cost budgets, the duplicates target.
+    limit_word: &'static str,
 }
 
 const METRICS: [Metric; 3] = [
@@ -50,6 +52,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.store,
         fmt: human_bytes,
         is_cost: false,
+        limit_word: "budget",
     },
     Metric {
         caption: "Duplicate labels per day",
@@ -58,6 +61,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.duplicates,
         fmt: human_count,
         is_cost: false,
+        limit_word: "target",
     },
     Metric {
         caption: "Total daily cost",
@@ -66,6 +70,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.cost,
         fmt: usd,
         is_cost: true,
+        limit_word: "budget",
     },
 ];
 
@@ -77,17 +82,28 @@ struct Sweep<'a> {
     cheapest_s: f64,
     colour: Rgb,
     sims: &'a [SimPoint],
+    limits: &'a Limits,
+}
+
+/// The decision's limits, one per panel, in the panel's unit: store bytes per copy, duplicate
+/// labels per day, USD per day. A budget not set is `None`.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Limits {
+    pub store_bytes: Option<f64>,
+    pub duplicates_per_day: Option<f64>,
+    pub cost_per_day: Option<f64>,
 }
 
 /// The retention trade-off: store size, duplicate labels and total daily cost against
 /// retention, the cheapest retention ringed and the current one marked. Simulated figures, when
-/// given, are drawn as points with their 95 % interval.
+/// given, are drawn as points with their 95 % interval; the budgets and the target as lines.
 pub fn tradeoff(
     rows: &[TradeoffRow],
     current_s: f64,
     cheapest_s: f64,
     colour: Rgb,
     sims: &[SimPoint],
+    limits: &Limits,
 ) -> Result<String, ChartError> {
     if rows.is_empty() {
         return Err(ChartError {
@@ -101,6 +117,7 @@ pub fn tradeoff(
         cheapest_s,
         colour,
         sims,
+        limits,
     };
     let x_axis = retention_axis(rows);
     render(
@@ -109,8 +126,13 @@ pub fn tradeoff(
         "Retention trade-off: store size, duplicates and daily cost",
         |root, hovers| {
             let areas = root.split_evenly((1, 3));
-            for (metric, area) in METRICS.iter().zip(areas.iter()) {
-                metric_panel(area, &sweep, &x_axis, metric, hovers)?;
+            let limits = [
+                sweep.limits.store_bytes,
+                sweep.limits.duplicates_per_day,
+                sweep.limits.cost_per_day,
+            ];
+            for ((metric, area), limit) in METRICS.iter().zip(areas.iter()).zip(limits) {
+                metric_panel(area, &sweep, &x_axis, metric, limit, hovers)?;
             }
             Ok(())
         },
@@ -137,12 +159,14 @@ fn retention_axis(rows: &[TradeoffRow]) -> Axis<'static> {
 }
 
 /// One metric against retention. Its y axis reaches the highest simulated interval too, so a
-/// simulation above the model's curve is never cut off.
+/// simulation above the model's curve is never cut off, and the limit when it is near the
+/// data (one far above would flatten the curve: the page's script draws by the same rule).
 fn metric_panel(
     area: &Area<'_>,
     sweep: &Sweep<'_>,
     x_axis: &Axis<'_>,
     metric: &Metric,
+    limit: Option<f64>,
     hovers: &mut Vec<Hover>,
 ) -> Result<(), ChartError> {
     let max = sweep
@@ -151,7 +175,8 @@ fn metric_panel(
         .map(metric.model)
         .chain(sweep.sims.iter().map(|s| (metric.sim)(s).2))
         .fold(0.0, f64::max);
-    let top = nice_top(max);
+    let limit = limit.filter(|l| l.is_finite() && *l <= max * 3.0);
+    let top = nice_top(limit.map_or(max, |l| l.max(max)));
     let y_axis = Axis {
         lo: 0.0,
         hi: top,
@@ -165,6 +190,28 @@ fn metric_panel(
         cost_parts(&mut ctx, sweep.rows)?;
     }
     line(&mut ctx, C, &pts, sweep.colour)?;
+    if let Some(l) = limit {
+        let (x0, x1) = (x_axis.lo, x_axis.hi);
+        tryc!(
+            C,
+            ctx.draw_series(DashedLineSeries::new(
+                vec![(x0, l), (x1, l)],
+                8,
+                4,
+                LIMIT.c().stroke_width(2)
+            ))
+        );
+        // At the left, where "now" and the cheapest ring rarely are: under a line in the top
+        // half, over one in the bottom half, so it never runs into the x axis.
+        text_at(
+            &mut ctx,
+            C,
+            (x0, l),
+            format!("{} {}", metric.limit_word, (metric.fmt)(l)),
+            (6, if l > top / 2.0 { 4 } else { -18 }),
+            font(13, LIMIT),
+        )?;
+    }
     vline(
         &mut ctx,
         C,

@@ -358,6 +358,11 @@ pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[Si
             estimate.cheapest_retention_s,
             palette.colour(base.rate_per_s),
             sim_points,
+            &charts::Limits {
+                store_bytes: start.targets.max_store_gb.map(|gb| gb * 1e9),
+                duplicates_per_day: Some(start.targets.max_duplicates_per_day),
+                cost_per_day: start.targets.max_cost_per_day,
+            },
         )),
     }
 }

@@ -381,7 +381,7 @@
       var label = labeller(svg, [left + 2, top, right, bottom]);
       if (limitShown) {
         var ly = Y(limit);
-        el("line", { "class": "limit", x1: left, x2: right, y1: ly, y2: ly, stroke: COLOURS.limit, "stroke-width": 1.5, "stroke-dasharray": "9 3 2 3" }, svg);
+        el("line", { "class": "limit", x1: left, x2: right, y1: ly, y2: ly, stroke: COLOURS.limit, "stroke-width": 1.5, "stroke-dasharray": "8 4" }, svg);
         label([[right - 2, ly - 4, "end"], [right - 2, ly + 13, "end"], [left + 4, ly - 4, "start"], [left + 4, ly + 13, "start"]],
           p[5] + " " + p[3](limit), COLOURS.limit);
       }
