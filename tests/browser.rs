@@ -357,10 +357,24 @@ impl Driver {
     }
 
     fn js(&self, script: &str) -> serde_json::Value {
+        self.js_with(script, "")
+    }
+
+    /// Runs `script` with `arg` as its `arguments[0]`.
+    fn js_with(&self, script: &str, arg: &str) -> serde_json::Value {
         self.cmd(
             "POST",
             "/execute/sync",
-            serde_json::json!({ "script": script, "args": [] }),
+            serde_json::json!({ "script": script, "args": [arg] }),
+        )
+    }
+
+    /// A Chrome DevTools Protocol command: media emulation, device metrics.
+    fn cdp(&self, cmd: &str, params: serde_json::Value) -> serde_json::Value {
+        self.cmd(
+            "POST",
+            "/goog/cdp/execute",
+            serde_json::json!({ "cmd": cmd, "params": params }),
         )
     }
 
@@ -688,10 +702,9 @@ fn the_page_works_on_phones_in_print_from_links_and_by_keyboard() {
     assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
 
     // Print: every scenario shows, the controls do not.
-    d.cmd(
-        "POST",
-        "/goog/cdp/execute",
-        serde_json::json!({"cmd": "Emulation.setEmulatedMedia", "params": {"media": "print"}}),
+    d.cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({"media": "print"}),
     );
     let printed = d.js(
         "return [Array.from(document.querySelectorAll('.scenario')).filter(e => getComputedStyle(e).display === 'none').length, getComputedStyle(document.getElementById('controls')).display, document.querySelectorAll('.scenario').length]",
@@ -772,40 +785,21 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
     };
     let (url, out) = page();
     let d = Driver::start(&chromium, &chromedriver, 1440, 1000);
-    let cdp = |cmd: &str, params: serde_json::Value| {
-        d.cmd(
-            "POST",
-            "/goog/cdp/execute",
-            serde_json::json!({"cmd": cmd, "params": params}),
-        )
-    };
     let metrics = |width: u32, height: u32| {
-        cdp(
+        d.cdp(
             "Emulation.setDeviceMetricsOverride",
             serde_json::json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
         );
     };
     let cut_off = |selector: &str| -> Vec<String> {
-        let v = d.cmd(
-            "POST",
-            "/execute/sync",
-            serde_json::json!({"script": CUT_OFF, "args": [selector]}),
-        );
-        serde_json::from_value(v).unwrap()
-    };
-    let run = |script: &str, arg: &str| {
-        d.cmd(
-            "POST",
-            "/execute/sync",
-            serde_json::json!({"script": script, "args": [arg]}),
-        )
+        serde_json::from_value(d.js_with(CUT_OFF, selector)).unwrap()
     };
     d.go(url);
     assert_eq!(d.js("return document.body.getAttribute('data-ready')"), "1");
 
     // Desktop: the trade-off's labels (budget, target, recommended, cheapest, now) never
     // sit on one another, nor do the static charts' axis labels.
-    let overlaps = run(OVERLAPS, "#tradeoff svg, .scenario.active svg.chart");
+    let overlaps = d.js_with(OVERLAPS, "#tradeoff svg, .scenario.active svg.chart");
     assert_eq!(
         overlaps,
         serde_json::json!([]),
@@ -830,7 +824,7 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
         );
         assert!(cut.is_empty(), "cut off at 390 px: {cut:#?}");
     }
-    let overlaps = run(OVERLAPS, "#tradeoff svg");
+    let overlaps = d.js_with(OVERLAPS, "#tradeoff svg");
     assert_eq!(
         overlaps,
         serde_json::json!([]),
@@ -839,7 +833,7 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
 
     // Print on A4 (210 mm less 12 mm margins: 703 CSS px): every table's rightmost column is
     // inside the page box, nothing scrolls, and no chart label sits on another.
-    cdp(
+    d.cdp(
         "Emulation.setEmulatedMedia",
         serde_json::json!({"media": "print"}),
     );
@@ -851,7 +845,7 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
         "return Array.from(document.querySelectorAll('.tablewrap, .svgwrap, table')).filter(e => e.getClientRects().length && e.scrollWidth > e.clientWidth + 1).map(e => e.className + ' ' + e.scrollWidth + ' > ' + e.clientWidth)",
     );
     assert_eq!(scrolls, serde_json::json!([]), "scrolls in print");
-    let overlaps = run(OVERLAPS, "svg.chart");
+    let overlaps = d.js_with(OVERLAPS, "svg.chart");
     assert_eq!(
         overlaps,
         serde_json::json!([]),
@@ -878,7 +872,7 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
 
     // Dark: under prefers-color-scheme: dark the page is dark and its text keeps 4.5:1.
     metrics(1440, 1000);
-    cdp(
+    d.cdp(
         "Emulation.setEmulatedMedia",
         serde_json::json!({"media": "screen", "features": [{"name": "prefers-color-scheme", "value": "dark"}]}),
     );
@@ -887,7 +881,7 @@ fn the_page_prints_on_a4_reads_on_a_phone_and_in_the_dark() {
         body_lum.as_f64().unwrap() < 60.0,
         "dark background: {body_lum}"
     );
-    let contrast = run(
+    let contrast = d.js_with(
         CONTRAST,
         "h1, h2, .sub, .muted, .card .value, .card .label, a, .verdict-cell, .mark, .badge, td, th, code, .olabel, .oval, .note",
     );

@@ -40,7 +40,9 @@ struct Metric {
     /// The cost panel also shows the cost's two parts and rings the cheapest retention: the
     /// decision is made on it.
     is_cost: bool,
-    /// What its limit line is called: the store and cost budgets, the duplicates target.
+    /// Its limit line, if set, and what it is called: the store and cost budgets, the
+    /// duplicates target.
+    limit: fn(&Limits) -> Option<f64>,
     limit_word: &'static str,
 }
 
@@ -52,6 +54,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.store,
         fmt: human_bytes,
         is_cost: false,
+        limit: |l| l.store_bytes,
         limit_word: "budget",
     },
     Metric {
@@ -61,6 +64,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.duplicates,
         fmt: human_count,
         is_cost: false,
+        limit: |l| l.duplicates_per_day,
         limit_word: "target",
     },
     Metric {
@@ -70,6 +74,7 @@ const METRICS: [Metric; 3] = [
         sim: |s| s.cost,
         fmt: usd,
         is_cost: true,
+        limit: |l| l.cost_per_day,
         limit_word: "budget",
     },
 ];
@@ -126,13 +131,8 @@ pub fn tradeoff(
         "Retention trade-off: store size, duplicates and daily cost",
         |root, hovers| {
             let areas = root.split_evenly((1, 3));
-            let limits = [
-                sweep.limits.store_bytes,
-                sweep.limits.duplicates_per_day,
-                sweep.limits.cost_per_day,
-            ];
-            for ((metric, area), limit) in METRICS.iter().zip(areas.iter()).zip(limits) {
-                metric_panel(area, &sweep, &x_axis, metric, limit, hovers)?;
+            for (metric, area) in METRICS.iter().zip(areas.iter()) {
+                metric_panel(area, &sweep, &x_axis, metric, hovers)?;
             }
             Ok(())
         },
@@ -166,7 +166,6 @@ fn metric_panel(
     sweep: &Sweep<'_>,
     x_axis: &Axis<'_>,
     metric: &Metric,
-    limit: Option<f64>,
     hovers: &mut Vec<Hover>,
 ) -> Result<(), ChartError> {
     let max = sweep
@@ -175,7 +174,7 @@ fn metric_panel(
         .map(metric.model)
         .chain(sweep.sims.iter().map(|s| (metric.sim)(s).2))
         .fold(0.0, f64::max);
-    let limit = limit.filter(|l| l.is_finite() && *l <= max * 3.0);
+    let limit = (metric.limit)(sweep.limits).filter(|l| l.is_finite() && *l <= max * 3.0);
     let top = nice_top(limit.map_or(max, |l| l.max(max)));
     let y_axis = Axis {
         lo: 0.0,

@@ -217,10 +217,12 @@
       key_bytes: M.payload.key_bytes, response_bytes: M.payload.response_bytes
     }, M.base);
   }
+  // A budget control at the top of its range means no budget ("none").
+  function atNone(spec, v) { return spec.none != null && v >= spec.none; }
   // A budget's limit, or null when the control sits at "none".
   function budget(params, name) {
-    var v = params[name], none = SPEC[name] && SPEC[name].none;
-    return v == null || (none != null && v >= none) ? null : v;
+    var v = params[name];
+    return v == null || atNone(SPEC[name], v) ? null : v;
   }
   function candidates(params) {
     var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
@@ -470,7 +472,7 @@
   if (note) note.hidden = true;
 
   function controlText(c, v) {
-    return c.none != null && v >= c.none ? "none" : FORMAT[c.kind](v);
+    return atNone(c, v) ? "none" : FORMAT[c.kind](v);
   }
   function setText(id, text, value) {
     var e = document.getElementById(id);
@@ -521,8 +523,7 @@
     var parts = [];
     Object.keys(controls).forEach(function (name) {
       if (params[name] === start[name]) return;
-      var none = controls[name].spec.none;
-      var text = none != null && params[name] >= none ? "none" : String(params[name]);
+      var text = atNone(controls[name].spec, params[name]) ? "none" : String(params[name]);
       parts.push((shortName[name] || name) + "=" + encodeURIComponent(text));
     });
     Object.keys(openTabs).sort().forEach(function (list) {
