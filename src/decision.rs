@@ -13,8 +13,9 @@
 use serde::{Deserialize, Serialize};
 
 use crate::format::{count_per_day as per_day, human_bytes, human_count, human_duration, usd};
-use crate::model::{self, FormulaError, ModelParams, SWEEP_RETENTIONS_S};
-use crate::traffic::{RetryDelay, RetryEvidence};
+use crate::model::{self, FormulaError, ModelParams};
+use crate::store::SweeperPlan;
+use crate::traffic::{Arrivals, RetryDelay, RetryEvidence};
 
 /// Default target: fewer than one real duplicate label a month (1/30 per day). A duplicate is
 /// a customer-visible double charge; a risk target people can state ("less than once a month")
@@ -79,8 +80,12 @@ impl Default for Targets {
 pub struct Choice {
     pub retention_s: f64,
     pub retention: String,
-    /// One copy of the store at the point bytes per record, bytes.
+    /// One copy of the store at the point bytes per record, bytes: its average over the day,
+    /// with records living their retention plus the sweeper's lag. Storage is billed on this.
     pub store_bytes: f64,
+    /// One copy at its peak over the day (under a daily rush, the rush's end), bytes: what the
+    /// store budget is checked on. Equal to `store_bytes` at a constant rate.
+    pub peak_store_bytes: f64,
     /// One copy at the ends of the bytes-per-record interval, when one was given.
     pub store_bytes_ci95: Option<[f64; 2]>,
     /// Every copy together (`replicas` × one copy), bytes.
@@ -192,6 +197,13 @@ pub struct DecisionInputs {
     /// decision must describe the system the run simulated. Inside the interval the asked share
     /// stands, the same figure without the sampling noise.
     pub measured_timeouts: Option<MeasuredTimeouts>,
+    /// The store's sweeper and its period: at each retention weighed, records live their
+    /// retention plus the sweeper's mean lag ([`crate::store::Sweeper::mean_lag_s`]). `None`: the model's
+    /// store, records gone at their retention.
+    pub sweeper: Option<(SweeperPlan, f64)>,
+    /// The arrival process, when it is not constant at the model's rate: the store budget is
+    /// checked at the most records any retention-long window holds.
+    pub arrivals: Option<Arrivals>,
 }
 
 impl Default for DecisionInputs {
@@ -203,20 +215,19 @@ impl Default for DecisionInputs {
             count_carrier_window: true,
             measured_duplicates: Vec::new(),
             measured_timeouts: None,
+            sweeper: None,
+            arrivals: None,
         }
     }
 }
 
-/// The retentions tried: the sweep's (what people configure), the current one and the horizon,
-/// never beyond the horizon (past it a longer retention only adds storage).
-fn candidates_s(params: &ModelParams, horizon_s: f64) -> Vec<f64> {
-    let mut out: Vec<f64> = SWEEP_RETENTIONS_S.to_vec();
-    out.push(params.retention_s);
-    out.push(horizon_s);
-    out.retain(|r| r.is_finite() && *r > 0.0 && *r <= horizon_s);
-    out.sort_by(f64::total_cmp);
-    out.dedup();
-    out
+/// A candidate's store and costs at one bytes per record.
+struct Sized {
+    figures: model::Figures,
+    store_bytes: f64,
+    peak_store_bytes: f64,
+    storage_cost_per_day: f64,
+    total_cost_per_day: f64,
 }
 
 fn choice(
@@ -230,18 +241,43 @@ fn choice(
     } else {
         0.0
     };
-    let at = |bytes_per_record: f64| {
-        model::figures(
+    let life_s = retention_s
+        + inputs.sweeper.map_or(0.0, |(plan, period_s)| {
+            plan.at(retention_s).mean_lag_s(period_s)
+        });
+    // Records held at the day's peak: a store budget is a peak, not a mean.
+    let peak_records = match &inputs.arrivals {
+        Some(a) => a.max_arrivals_in(life_s),
+        None => params.rate_per_s * life_s,
+    };
+    let at = |bytes_per_record: f64| -> Result<Sized, FormulaError> {
+        let p = ModelParams {
+            retention_s,
+            bytes_per_record,
+            carrier_window_s,
+            ..*params
+        };
+        let at_retention = model::figures(&p, dist)?;
+        // The store and its storage cost through the same formulas, at the record's real
+        // lifetime; duplicates stay at the retention.
+        let at_life = model::figures(
             &ModelParams {
-                retention_s,
-                bytes_per_record,
-                carrier_window_s,
-                ..*params
+                retention_s: life_s,
+                ..p
             },
             dist,
-        )
+        )?;
+        Ok(Sized {
+            store_bytes: at_life.store_bytes,
+            peak_store_bytes: peak_records * bytes_per_record,
+            storage_cost_per_day: at_life.storage_cost_per_day,
+            total_cost_per_day: at_retention.total_cost_per_day - at_retention.storage_cost_per_day
+                + at_life.storage_cost_per_day,
+            figures: at_retention,
+        })
     };
-    let v = at(params.bytes_per_record)?;
+    let s = at(params.bytes_per_record)?;
+    let v = &s.figures;
     let measured = inputs
         .measured_duplicates
         .iter()
@@ -252,9 +288,9 @@ fn choice(
     // figure is the same quantity without the sampling noise.
     let overrides = measured.filter(|m| !m.covers(v.duplicate_labels_per_day));
     // The daily cost with the duplicates the decision goes by.
-    let total = |f: &model::Figures| match overrides {
-        Some(m) => f.storage_cost_per_day + m.estimate * params.label_price_usd,
-        None => f.total_cost_per_day,
+    let total = |s: &Sized| match overrides {
+        Some(m) => s.storage_cost_per_day + m.estimate * params.label_price_usd,
+        None => s.total_cost_per_day,
     };
     let (store_bytes_ci95, total_cost_per_day_ci95, worst_total, high) =
         match inputs.bytes_per_record_ci95 {
@@ -268,33 +304,34 @@ fn choice(
                     Some(hi),
                 )
             }
-            None => (None, None, total(&v), None),
+            None => (None, None, total(&s), None),
         };
     let duplicates = overrides.map_or(v.duplicate_labels_per_day, |m| m.estimate);
     // One rule for every budget that depends on the record's size (the store, and the cost
     // through storage): it is checked at the top of the bytes-per-record interval, so a
     // recommended retention holds for any record size the measurement cannot rule out, as a
     // budget verdict of "holds" does.
-    let worst = high.as_ref().unwrap_or(&v);
+    let worst = high.as_ref().unwrap_or(&s);
     let t = &inputs.targets;
     Ok(Choice {
         retention_s,
         retention: human_duration(retention_s),
-        store_bytes: v.store_bytes,
+        store_bytes: s.store_bytes,
+        peak_store_bytes: s.peak_store_bytes,
         store_bytes_ci95,
-        store_bytes_all_replicas: v.store_bytes * params.replicas,
+        store_bytes_all_replicas: s.store_bytes * params.replicas,
         late_after_purge_per_day: v.late_after_purge_per_day,
         late_after_both_windows_per_day: v.late_after_both_windows_per_day,
         duplicate_labels_per_day: duplicates,
         duplicates_measured: measured,
         model_duplicate_labels_per_day: v.duplicate_labels_per_day,
-        storage_cost_per_day: v.storage_cost_per_day,
-        total_cost_per_day: total(&v),
+        storage_cost_per_day: s.storage_cost_per_day,
+        total_cost_per_day: total(&s),
         total_cost_per_day_ci95,
         meets_duplicates: duplicates <= t.max_duplicates_per_day,
         meets_store: t
             .max_store_gb
-            .is_none_or(|gb| worst.store_bytes <= gb * 1e9),
+            .is_none_or(|gb| worst.peak_store_bytes <= gb * 1e9),
         meets_cost: t.max_cost_per_day.is_none_or(|usd| worst_total <= usd),
         relies_on_carrier_window: retention_s < carrier_window_s,
     })
@@ -310,7 +347,7 @@ pub fn decide(
     let horizon_s = dist.max_horizon_s();
     let (measured_params, timeouts_note) = measured_timeout_share(params, inputs);
     let params = &measured_params;
-    let candidates = candidates_s(params, horizon_s)
+    let candidates = model::candidate_retentions_s(params.retention_s, dist)
         .into_iter()
         .map(|r| choice(params, dist, inputs, r))
         .collect::<Result<Vec<_>, _>>()?;
@@ -413,8 +450,14 @@ pub fn store_text(c: &Choice, replicas: f64) -> String {
         Some([lo, hi]) => format!(" [{} – {}]", human_bytes(lo), human_bytes(hi)),
         None => String::new(),
     };
+    // Under a daily profile the store peaks above its day's average: the budget's figure.
+    let peak = if c.peak_store_bytes > c.store_bytes * 1.005 {
+        format!(", peaking at {}", human_bytes(c.peak_store_bytes))
+    } else {
+        String::new()
+    };
     format!(
-        "{}{interval} per copy, {} for {} copies",
+        "{}{interval} per copy{peak}, {} for {} copies",
         human_bytes(c.store_bytes),
         human_bytes(c.store_bytes_all_replicas),
         replicas
@@ -468,10 +511,18 @@ fn why_none(rec: &Recommendation) -> String {
     };
     let mut broken = Vec::new();
     if !c.meets_store {
+        // The budget is checked on the peak at the top of the bytes-per-record interval; the
+        // peak scales with the record's size as the average does.
         let top = c.store_bytes_ci95.map_or(c.store_bytes, |[_, high]| high);
+        let peak = c.peak_store_bytes * top / c.store_bytes;
+        let at_peak = if peak > top * 1.005 {
+            " at its peak"
+        } else {
+            ""
+        };
         broken.push(format!(
-            "a store of {} against the budget of {}",
-            human_bytes(top),
+            "a store of {}{at_peak} against the budget of {}",
+            human_bytes(peak.max(top)),
             human_bytes(t.max_store_gb.unwrap_or(0.0) * 1e9),
         ));
     }
@@ -583,11 +634,14 @@ mod tests {
 
     #[test]
     fn candidates_stop_at_the_horizon_and_include_it() {
-        let p = ModelParams {
-            retention_s: 5_000.0,
-            ..ModelParams::default()
-        };
-        let c = candidates_s(&p, 10.0 * 86_400.0);
+        let dist = RetryDelay::seed_with(
+            crate::traffic::Head::default(),
+            crate::traffic::Tail::LogLinear {
+                max_horizon_s: 10.0 * 86_400.0,
+            },
+        )
+        .unwrap();
+        let c = model::candidate_retentions_s(5_000.0, &dist);
         assert_eq!(c.first(), Some(&3_600.0));
         assert_eq!(c.last(), Some(&(10.0 * 86_400.0)));
         assert!(c.contains(&5_000.0));

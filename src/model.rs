@@ -602,7 +602,8 @@ pub struct Estimate {
     pub retry_delay: RetryDelay,
     pub late_arrivals: Vec<LatePoint>,
     pub retention_sweep: Vec<SweepRow>,
-    /// The cheapest retention of the sweep (the shorter one on a tie).
+    /// The cheapest retention of the sweep (the shorter one on a tie): the decision's
+    /// `cheapest` too, since both weigh [`candidate_retentions_s`].
     pub cheapest_retention_s: f64,
     pub cheapest_total_cost_per_day: f64,
 }
@@ -612,8 +613,23 @@ fn broken(e: FormulaError) -> ! {
     panic!("the formula table is broken: {e}")
 }
 
-/// Evaluates the model for `params` and, for the sweep, for each of [`SWEEP_RETENTIONS_S`]
-/// plus `params.retention_s`.
+/// The retentions weighed against each other, by the sweep and by the decision alike, so that
+/// "cheapest" has one answer: the standard ones people configure ([`SWEEP_RETENTIONS_S`]), the
+/// current one and the retry distribution's horizon, none beyond the horizon (past it a longer
+/// retention only adds storage). Sorted, shortest first.
+pub fn candidate_retentions_s(retention_s: f64, dist: &RetryDelay) -> Vec<f64> {
+    let horizon_s = dist.max_horizon_s();
+    let mut out: Vec<f64> = SWEEP_RETENTIONS_S.to_vec();
+    out.push(retention_s);
+    out.push(horizon_s);
+    out.retain(|r| r.is_finite() && *r > 0.0 && *r <= horizon_s);
+    out.sort_by(f64::total_cmp);
+    out.dedup();
+    out
+}
+
+/// Evaluates the model for `params` and, for the sweep, at each of
+/// [`candidate_retentions_s`].
 ///
 /// Inputs are not validated here (see [`ModelParams::validate`]): out-of-range values give
 /// meaningless but finite-or-NaN figures, never a panic. The only failure would be a broken
@@ -625,13 +641,7 @@ pub fn estimate(params: &ModelParams, dist: &RetryDelay) -> Estimate {
         |p: &ModelParams| Figures::from_values(&evaluator.eval(p).unwrap_or_else(|e| broken(e)));
     let v = eval(params);
 
-    let mut retentions_s: Vec<f64> = SWEEP_RETENTIONS_S.to_vec();
-    if params.retention_s.is_finite() && params.retention_s > 0.0 {
-        retentions_s.push(params.retention_s);
-    }
-    retentions_s.sort_by(f64::total_cmp);
-    retentions_s.dedup();
-    let retention_sweep: Vec<SweepRow> = retentions_s
+    let retention_sweep: Vec<SweepRow> = candidate_retentions_s(params.retention_s, dist)
         .into_iter()
         .map(|retention_s| {
             let row = eval(&ModelParams {

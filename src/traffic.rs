@@ -631,6 +631,26 @@ impl LoadProfile {
         self.steps.iter().map(|s| s.rate_per_s).fold(0.0, f64::max)
     }
 
+    /// The most arrivals any window of `window_s` holds. The rate is a step function, so the
+    /// window's count is piecewise linear in its start and peaks where the window's start or
+    /// end meets a step's start: only those starts are tried.
+    pub fn max_arrivals_in(&self, window_s: f64) -> f64 {
+        if !(window_s > 0.0 && window_s.is_finite()) {
+            return 0.0;
+        }
+        let in_window =
+            |from: f64| self.expected_arrivals(from + window_s) - self.expected_arrivals(from);
+        self.steps
+            .iter()
+            .flat_map(|s| {
+                // A day later, so a start before a step stays at or after the first midnight.
+                let at = s.start_s + DAY_S;
+                [at, (at - window_s.rem_euclid(DAY_S)).max(0.0)]
+            })
+            .map(in_window)
+            .fold(0.0, f64::max)
+    }
+
     /// Expected arrivals in the first `until_s` seconds from midnight.
     pub fn expected_arrivals(&self, until_s: f64) -> f64 {
         let days = (until_s / DAY_S).floor();
@@ -672,6 +692,16 @@ impl Arrivals {
         match self {
             Arrivals::Constant { rate_per_s } => *rate_per_s,
             Arrivals::Profile(profile) => profile.mean_rate_per_s(),
+        }
+    }
+
+    /// The most arrivals any window of `window_s` holds, expected: the records a store keeps
+    /// for that long peaks at this many. A store budget is a peak, not a mean: under a daily
+    /// rush the day's average store is far below what the store holds at the rush's end.
+    pub fn max_arrivals_in(&self, window_s: f64) -> f64 {
+        match self {
+            Arrivals::Constant { rate_per_s } => rate_per_s * window_s,
+            Arrivals::Profile(profile) => profile.max_arrivals_in(window_s),
         }
     }
 

@@ -725,3 +725,49 @@ fn sigint_stops_a_postgres_run_and_says_how_far_it_got() {
     assert!(found.has_tables, "{found:?}");
     found.assert_consistent("postgres after Ctrl-C");
 }
+
+/// Issue 34, item 4: an interrupted run reports per-day figures over the arrivals it covered
+/// and recommends nothing. By hand: 400/s × 86,400 × 0.1 % = 34,560 timed-out calls a day
+/// whatever part of the run is simulated; dividing by the planned 108 h after ~20 h covered
+/// read 6,366. Ctrl-C comes 3 s into a run of ~20 s (`--target 400000`), after its handler is
+/// installed and well before the end.
+#[test]
+fn interrupted_run_reports_per_day_over_the_time_covered_and_no_decision() {
+    let child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args([
+            "simulate",
+            "--retention",
+            "3d",
+            "--target",
+            "400000",
+            "--quiet",
+            "--format",
+            "json",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start idemcalc");
+    let start = Instant::now();
+    let (ending, out) = signal_when(child, Signal::SIGINT, || {
+        start.elapsed() > Duration::from_secs(3)
+    });
+    assert_eq!(ending, Ending::Signalled, "the run ended before Ctrl-C");
+    assert_interrupted("sqlite", &out);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(
+        v["decision"].is_null(),
+        "no recommendation: {}",
+        v["decision"]
+    );
+    let why = v["no_decision"].as_str().unwrap_or_default();
+    assert!(why.contains("interrupted"), "{why}");
+    let simulated = v["simulated_seconds"].as_f64().unwrap();
+    assert!(simulated < v["arrival_seconds"].as_f64().unwrap());
+    let timed_out = v["timed_out_per_day"]["estimate"].as_f64().unwrap();
+    assert!(
+        (timed_out / 34_560.0 - 1.0).abs() < 0.1,
+        "timed-out calls {timed_out}/day after {simulated} s simulated; by hand 34,560"
+    );
+}

@@ -584,3 +584,36 @@ fn estimate_refuses_bad_input_naming_it() {
         "{stderr}"
     );
 }
+
+/// Issue 34, item 1: one cheapest retention per output. The sweep and the decision weigh the
+/// same retentions (up to and including the horizon), so `estimate --retry-horizon 45d` names
+/// 45d once, in the text and in the JSON. By hand at the seed's 400/s and 512 B: 45 days hold
+/// 400 × 86,400 × 45 = 1.5552 G records = 796.26 GB per copy; 2 copies at $0.10 × 12 / 365
+/// per GB-day = $5.2357/day, and no duplicate is left past the horizon. At a 20d horizon:
+/// 353.89 GB × 2 × $0.0032877 = $2.327/day, below 21d's $2.44.
+#[test]
+fn cheapest_retention_has_one_answer() {
+    for (horizon, want_s, want_usd) in [
+        ("45d", 45.0 * 86_400.0, 5.2357),
+        ("20d", 20.0 * 86_400.0, 2.327),
+    ] {
+        let j = estimate_json(&["--retry-horizon", horizon]);
+        let sweep_s = j["cheapest_retention_s"].as_f64().unwrap();
+        let decision_s = j["decision"]["cheapest"]["retention_s"].as_f64().unwrap();
+        assert_eq!(sweep_s, want_s, "{horizon}: the sweep's cheapest");
+        assert_eq!(decision_s, want_s, "{horizon}: the decision's cheapest");
+        let usd = j["cheapest_total_cost_per_day"].as_f64().unwrap();
+        assert!((usd - want_usd).abs() < 0.001, "{horizon}: {usd}");
+        let out = idemcalc(&["estimate", "--retry-horizon", horizon]);
+        let text = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            text.matches("Cheapest retention").count(),
+            1,
+            "{horizon}: one cheapest in\n{text}"
+        );
+        assert!(
+            text.contains(&format!("Cheapest retention: {horizon}")),
+            "{text}"
+        );
+    }
+}

@@ -949,3 +949,78 @@ max_store_gb = 25
     let ratio = bytes(&rows[1]) / bytes(&rows[0]);
     assert!((0.9..1.1).contains(&ratio), "{ratio}");
 }
+
+/// Issue 34, item 3: with `--sweeper partitions` a record lives its retention plus half a
+/// partition period (a quarter of 4 h: 30 min) plus half a sweep period (30 s): 4.5083 h, not
+/// 4 h, so the decision's store is 12.7 % above rate × retention × bytes. The decision's store
+/// at 4 h must be the run's measured one within 3 %, and with a 4.3 GB budget it must not
+/// recommend 4 h (it quoted 4.06 GB where the run measured 4.73 GB). 40,000 sampled intents:
+/// at 10,000 the measurement's own sampling error is about 3 % (seed 3 reads +3.2 % on the
+/// seed's `DELETE` sweeper too).
+#[test]
+fn partitions_size_the_store_with_the_records_real_lifetime() {
+    let url = match std::env::var(common::PG_URL_VAR) {
+        Ok(u) if !u.trim().is_empty() => u,
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {} is not", common::PG_URL_VAR)
+        }
+        _ => return eprintln!("SKIPPED: {} is not set", common::PG_URL_VAR),
+    };
+    let schema = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let store = format!("{url}{sep}schema={schema}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args([
+            "simulate",
+            "--store",
+            &store,
+            "--sweeper",
+            "partitions",
+            "--retention",
+            "4h",
+            "--seed",
+            "3",
+            "--target",
+            "40000",
+            "--max-store-gb",
+            "4.3",
+            "--max-duplicates-per-day",
+            "700",
+            "--without-carrier-window",
+            "--quiet",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let measured = v["store_bytes_steady"]["estimate"].as_f64().unwrap();
+    let four = v["decision"]["candidates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["retention_s"].as_f64() == Some(4.0 * 3_600.0))
+        .unwrap()
+        .clone();
+    let quoted = four["store_bytes"].as_f64().unwrap();
+    assert!(
+        (quoted / measured - 1.0).abs() < 0.03,
+        "decision {quoted} B against the run's {measured} B"
+    );
+    assert_eq!(four["meets_store"], false, "{four}");
+    let bytes = v["bytes_per_record_measured"]["estimate"].as_f64().unwrap();
+    let hand = 400.0 * (4.0 * 3_600.0 + 1_800.0 + 30.0) * bytes;
+    assert!(
+        (quoted / hand - 1.0).abs() < 1e-6,
+        "{quoted} against {hand} by hand"
+    );
+}

@@ -621,8 +621,68 @@ fn each_scenario_carries_a_hash_of_its_inputs() {
         "name = \"x\"\n[engine]\nretention = \"2h\"\n[traffic]\nrate = 400\n",
     )
     .unwrap();
-    let hash = |p: &Path| Scenario::load(p).unwrap().inputs_sha256();
+    let hash = |p: &Path| {
+        let s = Scenario::load(p).unwrap();
+        idemcalc::run::Plan::new(&s.settings)
+            .unwrap()
+            .inputs_sha256(s.timeline.as_ref(), s.budgets.as_ref())
+    };
     assert_eq!(hash(&a), hash(&b));
     assert_ne!(hash(&a), hash(&c));
     assert_eq!(hash(&a).len(), 64);
+}
+
+/// Issue 34, item 7: the inputs hash covers a `--retry-cdf` file's contents, not its path. The
+/// same points in another file give the same hash; one changed point changes it.
+#[test]
+fn inputs_hash_follows_the_retry_cdf_contents() {
+    let dir = tempfile::tempdir().unwrap();
+    let hash_of = |name: &str, text: &str| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        let mut settings = idemcalc::settings::Settings::default();
+        settings.retry.cdf = Some(path);
+        idemcalc::run::Plan::new(&settings)
+            .unwrap()
+            .inputs_sha256(None, None)
+    };
+    let a = hash_of("a.csv", "10s,0.5\n1h,0.9\n3d,1\n");
+    let moved = hash_of("b.csv", "10s,0.5\n1h,0.9\n3d,1\n");
+    let changed = hash_of("a.csv", "10s,0.5\n1h,0.8\n3d,1\n");
+    assert_eq!(a, moved, "the same contents elsewhere");
+    assert_ne!(a, changed, "one point changed");
+}
+
+/// Issue 34, item 2: the what-if panel starts at the headline's decision, the one that weighs
+/// the run's measured duplicates and timeouts, so the page's card and its headline give one
+/// answer. Each bundled sizing scenario is the headline of its own report here.
+#[test]
+fn the_whatif_start_and_the_headline_agree_for_every_bundled_scenario() {
+    let bundled = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut compared = 0;
+    for name in ["baseline-400.toml", "peak-2000.toml", "retention-3d.toml"] {
+        let dir = tempfile::tempdir().unwrap();
+        let scenarios = dir.path().join("in");
+        std::fs::create_dir(&scenarios).unwrap();
+        std::fs::copy(bundled.join(name), scenarios.join(name)).unwrap();
+        let out = dir.path().join("out");
+        let run = report(&scenarios, &out);
+        assert!(run.code == 0 || run.code == 1, "{name}: {}", run.stderr);
+        let summary: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap())
+                .unwrap();
+        let headline = summary["decision"]["recommendation"]["recommended"]["retention"]
+            .as_str()
+            .unwrap_or("none")
+            .to_string();
+        let html = std::fs::read_to_string(out.join("index.html")).unwrap();
+        let card = html
+            .split("id=\"out-decision\">")
+            .nth(1)
+            .and_then(|rest| rest.split('<').next())
+            .unwrap_or_else(|| panic!("{name}: no decision card"));
+        assert_eq!(card, headline, "{name}: the what-if card and the headline");
+        compared += 1;
+    }
+    assert_eq!(compared, 3);
 }

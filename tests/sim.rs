@@ -90,7 +90,6 @@ fn run_with_model(cfg: &SimConfig, replicates: u32) -> SimReport {
             params,
             model: model::estimate(&params, &retry),
             sweeper: Sweeper::Delete,
-            notes: Vec::new(),
         }],
         retry,
     };

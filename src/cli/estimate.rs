@@ -61,11 +61,9 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
     let b = &settings.budgets;
     let inputs = DecisionInputs {
         targets: b.targets(),
-        bytes_per_record_ci95: None,
-        evidence: None,
         count_carrier_window: !b.without_carrier_window,
-        measured_duplicates: Vec::new(),
-        measured_timeouts: None,
+        // The model alone: the seed's store, no sweeper's lag and no daily profile.
+        ..DecisionInputs::default()
     };
     let recommendation = decision::decide(&job.params, &plan.retry, &inputs)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))?;

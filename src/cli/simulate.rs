@@ -120,11 +120,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     }
     // The decision at the bytes per record this run measured, under the budget flags.
     let summary = simulation_summary(&plan, &reports)?;
-    let decision = summary
-        .decision
-        .as_ref()
-        .map(|d| &d.recommendation)
-        .ok_or_else(|| anyhow::anyhow!("a simulation always has a decision"))?;
+    // No decision from an interrupted run (`run::decision`): say why instead.
+    let decision = summary.decision.as_ref().map(|d| &d.recommendation);
     if let Some(path) = &args.report {
         use crate::report::Exporter as _;
         let html = crate::report::HtmlExporter {
@@ -143,6 +140,9 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             };
             if let Some(o) = value.as_object_mut() {
                 o.insert("decision".into(), serde_json::to_value(decision)?);
+                if decision.is_none() {
+                    o.insert("no_decision".into(), no_decision(&reports).into());
+                }
             }
             println!("{}", serde_json::to_string_pretty(&value)?);
         }
@@ -150,7 +150,13 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             for r in &reports {
                 print!("{}", crate::report::text::simulation(r));
             }
-            print!("{}", crate::report::text::decision(decision));
+            match decision {
+                Some(d) => print!("{}", crate::report::text::decision(d)),
+                None => print!(
+                    "{}",
+                    crate::report::text::no_decision(&no_decision(&reports))
+                ),
+            }
         }
     }
     if reports.iter().any(|r| r.interrupted) {
@@ -167,6 +173,16 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     } else {
         super::EXIT_BUDGET
     })
+}
+
+/// Why an interrupted run recommends no retention.
+fn no_decision(reports: &[SimReport]) -> String {
+    let r = &reports[0];
+    format!(
+        "No recommendation: the run was interrupted after {} of {} simulated. The figures above are per day of the time simulated, but the late retries of its last intents never came, so it cannot say which retention meets the targets; rerun to the end.",
+        crate::format::approx_duration(r.simulated_seconds),
+        crate::format::human_duration(r.arrival_seconds),
+    )
 }
 
 /// Replays the first retention's first replicate again, on a scratch store, with the request

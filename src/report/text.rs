@@ -21,6 +21,11 @@ pub fn decision(r: &Recommendation) -> String {
     out
 }
 
+/// The decision's heading with why there is none.
+pub fn no_decision(reason: &str) -> String {
+    format!("\nDecision\n\n{}", wrap(reason, 94, "  "))
+}
+
 /// Wraps a sentence at `width` columns, each line indented.
 fn wrap(text: &str, width: usize, indent: &str) -> String {
     let mut out = String::new();
@@ -312,8 +317,7 @@ fn costs_with_keys(e: &Estimate) -> String {
     )
 }
 
-/// The retention sweep and its cheapest retention, saying when that is only the
-/// distribution's assumed horizon.
+/// The retention sweep, its cheapest retention marked.
 fn sweep(e: &Estimate) -> String {
     let p = &e.params;
     let mut out = format!(
@@ -322,20 +326,12 @@ fn sweep(e: &Estimate) -> String {
         usd(p.label_price_usd)
     );
     out.push_str(&sweep_table(e));
+    // The cheapest is marked in the table and said once, under Decision, which weighs the same
+    // retentions (`model::candidate_retentions_s`).
     out.push_str(&format!(
-        "\n  Cheapest retention: {}, {}/day in storage and duplicate labels (the decision below\n  says what to keep).\n",
-        human_duration(e.cheapest_retention_s),
-        usd(e.cheapest_total_cost_per_day)
+        "  Retentions up to the retry distribution's horizon ({}); past it keys only add storage.\n",
+        human_duration(e.retry_delay.max_horizon_s())
     ));
-    let horizon_s = e.retry_delay.max_horizon_s();
-    if e.cheapest_retention_s >= horizon_s {
-        // The answer then rests on an assumption, not on data: say which flag moves it.
-        out.push_str(&format!(
-            "  No retry is assumed to arrive after {} (the distribution's horizon; set it with\n  \
-             --retry-horizon or a measured --retry-cdf), so keeping keys longer only adds storage.\n",
-            human_duration(horizon_s)
-        ));
-    }
     out
 }
 

@@ -20,7 +20,7 @@ use crate::decision::{
 };
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
-use crate::sim::replay::{self, Figure, Progress, SimReport};
+use crate::sim::replay::{self, Figure, Progress, SimConfig, SimReport};
 use crate::sim::timeline::TimelineReport;
 use anyhow::Context as _;
 use std::sync::Mutex;
@@ -59,8 +59,12 @@ fn measure(
     progress: &Progress<'_>,
 ) -> Result<SimReport, replay::SimError> {
     let open = |replicate: u32| stores.open_with(Slot { replicate, ..slot }, sweeper);
+    let config = SimConfig {
+        sweeper,
+        ..job.config.clone()
+    };
     let mut sim = replay::simulate(
-        &job.config,
+        &config,
         &plan.arrivals,
         &plan.retry,
         plan.settings.traffic.replicates,
@@ -68,7 +72,7 @@ fn measure(
         &open,
         progress,
     )?;
-    with_model(&mut sim, job, sweeper);
+    with_model(&mut sim, job, &config);
     Ok(sim)
 }
 
@@ -76,19 +80,14 @@ fn measure(
 /// measures only and leaves every `analytic` NaN: each one is set here), and says when
 /// records outlive their retention by design.
 ///
-/// The model's records and store are `rate × (retention + the sweeper's mean lag)`: an expired
-/// record waits for the next sweep, half a sweep period on average, and a partitioned store
-/// keeps it until its partition is dropped, half a partition period on average.
-fn with_model(sim: &mut SimReport, job: &JobPlan, sweeper: Sweeper) {
+/// The model's records and store are `rate × the record's life` (`SimConfig::record_life_s`:
+/// its retention plus the sweeper's mean lag), `config` being what the run replayed.
+fn with_model(sim: &mut SimReport, job: &JobPlan, config: &SimConfig) {
     let e = &job.model;
     let p = &job.params;
     let retention_s = job.retention_s();
-    let lag_s = match sweeper {
-        Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0,
-        Sweeper::Delete => job.config.sweep_period_s / 2.0,
-    };
     let life = if retention_s > 0.0 {
-        (retention_s + lag_s) / retention_s
+        config.record_life_s() / retention_s
     } else {
         1.0
     };
@@ -105,8 +104,8 @@ fn with_model(sim: &mut SimReport, job: &JobPlan, sweeper: Sweeper) {
     sim.unlabelled_per_day.analytic = 0.0;
     sim.purged_key_requests_per_day.analytic = 0.0;
     sim.takeovers_per_day.analytic = 0.0;
-    let mut notes = job.notes.clone();
-    if let Sweeper::Partitions { period_ms } = sweeper {
+    let mut notes = Vec::new();
+    if let Sweeper::Partitions { period_ms } = config.sweeper {
         notes.push(format!(
             "sweeper: the key table is partitioned by expiry in ranges of {}, each dropped once its range has passed, so a record stays up to that long past its retention (on average half of it); the model's records count that half",
             crate::duration::format_secs(period_ms as f64 / 1000.0)
@@ -268,17 +267,15 @@ pub fn scenarios(
             ScenarioKind::Failure
         };
         let decision = match kind {
-            ScenarioKind::Sizing => Some(
-                decision(plan, s.budgets.as_ref(), &runs)
-                    .map_err(|e| anyhow::anyhow!("{}: the decision: {e:#}", l.path.display()))?,
-            ),
+            ScenarioKind::Sizing => decision(plan, s.budgets.as_ref(), &runs)
+                .map_err(|e| anyhow::anyhow!("{}: the decision: {e:#}", l.path.display()))?,
             _ => None,
         };
         scenarios.push(ScenarioResult {
             name: s.name.clone(),
             kind,
             file: l.file_name(),
-            inputs_sha256: s.inputs_sha256(),
+            inputs_sha256: plan.inputs_sha256(s.timeline.as_ref(), s.budgets.as_ref()),
             description: s.description.trim().to_string(),
             seed: s.settings.seed,
             deviations,
@@ -459,11 +456,17 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
 /// (with their interval) rather than the model's assumed 512 B, so the recommendation sizes
 /// the store the engine really writes. Budgets are the decision's targets; without a
 /// duplicates budget the default risk target (fewer than one a month) applies.
+///
+/// An interrupted run decides nothing (`None`): it measured only part of its arrivals, and
+/// the late retries of the last of them never came, so its duplicates say too little.
 pub fn decision(
     plan: &Plan,
     budgets: Option<&Budgets>,
     runs: &[RunResult],
-) -> anyhow::Result<Recommendation> {
+) -> anyhow::Result<Option<Recommendation>> {
+    if runs.iter().any(|r| r.sampling.interrupted) {
+        return Ok(None);
+    }
     let settings = &plan.settings;
     let mut params = plan.first_params();
     // The longest run reached the most representative steady state; any run measured the
@@ -487,8 +490,14 @@ pub fn decision(
         count_carrier_window: !settings.budgets.without_carrier_window,
         measured_duplicates: runs.iter().filter_map(measured_duplicates).collect(),
         measured_timeouts: measured_timeouts(runs),
+        sweeper: Some((
+            plan::sweeper_plan(settings),
+            settings.traffic.sweep_period_s,
+        )),
+        arrivals: Some(plan.arrivals.clone()),
     };
     decide(&params, &plan.retry, &inputs)
+        .map(Some)
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }
 
@@ -679,12 +688,12 @@ pub fn simulation_summary(
         .zip(reports)
         .map(|(job, sim)| run_result(job, sim, None))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let decision = Some(decision(plan, Some(&plan.settings.budgets), &runs)?);
+    let decision = decision(plan, Some(&plan.settings.budgets), &runs)?;
     let scenario = ScenarioResult {
         name: "simulate".into(),
         kind: ScenarioKind::Sizing,
         file: String::new(),
-        inputs_sha256: crate::settings::sha256_of(&plan.settings),
+        inputs_sha256: plan.inputs_sha256(None, None),
         description,
         seed: plan.settings.seed,
         deviations: Vec::new(),

@@ -11,7 +11,7 @@ use crate::model::{self, Estimate, ModelParams};
 use crate::scenario::Loaded;
 use crate::settings::{Retry, Settings, SweeperChoice};
 use crate::sim::replay::SimConfig;
-use crate::store::Sweeper;
+use crate::store::{Sweeper, SweeperPlan};
 use crate::traffic::{Arrivals, RetryDelay};
 
 /// One set of settings, resolved.
@@ -32,8 +32,6 @@ pub struct JobPlan {
     /// The model at `params`: the one evaluation every output of this job shows.
     pub model: Estimate,
     pub sweeper: Sweeper,
-    /// What the job's results must say about how they were obtained.
-    pub notes: Vec<String>,
 }
 
 impl JobPlan {
@@ -43,6 +41,33 @@ impl JobPlan {
 }
 
 impl Plan {
+    /// SHA-256 of every input the run used, as JSON: the validated settings with defaults
+    /// filled in, the retry distribution as resolved (a `--retry-cdf` file's contents, not its
+    /// path), and a scenario's timeline and budgets. Two runs with the same hash ran the same
+    /// inputs, whatever the files' formatting, comments or locations; a changed default or a
+    /// changed CDF file changes it. The one basis for `simulate` and `report` alike.
+    pub fn inputs_sha256(
+        &self,
+        timeline: Option<&crate::sim::timeline::Timeline>,
+        budgets: Option<&crate::settings::Budgets>,
+    ) -> String {
+        #[derive(serde::Serialize)]
+        struct Inputs<'a> {
+            settings: &'a Settings,
+            retry_delay: &'a RetryDelay,
+            timeline: Option<&'a crate::sim::timeline::Timeline>,
+            budgets: Option<&'a crate::settings::Budgets>,
+        }
+        let mut settings = self.settings.clone();
+        settings.retry.cdf = None;
+        crate::settings::sha256_of(&Inputs {
+            settings: &settings,
+            retry_delay: &self.retry,
+            timeline,
+            budgets,
+        })
+    }
+
     /// Resolves `settings`; an error names the flag or file that could not be used.
     pub fn new(settings: &Settings) -> anyhow::Result<Plan> {
         Self::with_jobs(settings, true)
@@ -63,13 +88,14 @@ impl Plan {
                 .iter()
                 .map(|&retention_s| {
                     let params = settings.model_params(retention_s);
-                    let config = settings.sim_config(retention_s);
+                    let sweeper = sweeper_plan(settings).at(retention_s);
+                    let mut config = settings.sim_config(retention_s);
+                    config.sweeper = sweeper;
                     JobPlan {
-                        notes: profile_note(settings, &config).into_iter().collect(),
                         config,
                         model: model::estimate(&params, &retry),
                         params,
-                        sweeper: sweeper_for(settings, retention_s),
+                        sweeper,
                     }
                 })
                 .collect()
@@ -122,31 +148,12 @@ fn retry_delay(r: &Retry) -> anyhow::Result<RetryDelay> {
     }
 }
 
-/// Under a daily profile (a rush), per-day figures are right only over whole days: the default
-/// duration is rounded up to them, and a duration given otherwise is said so.
-fn profile_note(settings: &Settings, config: &SimConfig) -> Option<String> {
-    let rush = settings.traffic.rush.as_ref()?;
-    crate::sim::replay::partial_days_note(config.arrival_s(), rush.start_s, rush.duration_s)
-}
-
-/// A partition period shorter than this is refused by the store (at 1 s); the default keeps
-/// a short retention from making hundreds of partitions.
-const MIN_DEFAULT_PARTITION_S: f64 = 60.0;
-
-/// The store's sweeper at a retention (`--sweeper`): partitions default to a quarter of the
-/// retention, so a record outlives its retention by at most a quarter and a lookup probes
-/// about five partitions.
-fn sweeper_for(settings: &Settings, retention_s: f64) -> Sweeper {
+/// The store's sweeper as the run asked for it (`--sweeper`, `--partition-period`).
+pub fn sweeper_plan(settings: &Settings) -> SweeperPlan {
     match settings.traffic.sweeper {
-        SweeperChoice::Delete => Sweeper::Delete,
-        SweeperChoice::Partitions => {
-            let period_s = settings
-                .traffic
-                .partition_period_s
-                .unwrap_or((retention_s / 4.0).max(MIN_DEFAULT_PARTITION_S));
-            Sweeper::Partitions {
-                period_ms: (period_s * 1000.0).round() as i64,
-            }
-        }
+        SweeperChoice::Delete => SweeperPlan::Delete,
+        SweeperChoice::Partitions => SweeperPlan::Partitions {
+            period_s: settings.traffic.partition_period_s,
+        },
     }
 }

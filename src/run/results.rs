@@ -63,8 +63,14 @@ pub struct WhatIfStart {
     pub estimate: Estimate,
     /// `None` when a formula fails at these inputs; the page then shows the inputs alone.
     pub figures: Option<Figures>,
-    /// The decision without the bytes-per-record interval, which the panel does not move.
+    /// The decision the panel shows at its start: the headline's own (`run::decision`, with
+    /// the run's measurements), so the card and the headline give one answer; the model's
+    /// decision at these inputs when nothing was decided.
     pub decision: Option<Choice>,
+    /// The model's decision alone at these inputs (no measurement, no bytes-per-record
+    /// interval): what the page's script computes once a control moves, and checks itself
+    /// against at load.
+    pub model_decision: Option<Choice>,
 }
 
 #[derive(Debug, Clone, Serialize)]

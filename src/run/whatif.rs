@@ -40,7 +40,7 @@ pub fn start(scenarios: &[ScenarioResult], headline: Option<&Headline>) -> WhatI
         .map(|(_, r)| r.config.engine.payload.clone())
         .unwrap_or_default();
     // Without the bytes-per-record interval: the panel does not move it.
-    let decision = decide(
+    let model_decision = decide(
         &params,
         &retry,
         &DecisionInputs {
@@ -54,7 +54,12 @@ pub fn start(scenarios: &[ScenarioResult], headline: Option<&Headline>) -> WhatI
         scenario: primary.map(|(s, _)| s.name.clone()),
         estimate: model::estimate(&params, &retry),
         figures: model::figures(&params, &retry).ok(),
-        decision,
+        // The headline's answer, so the card agrees with it.
+        decision: match decided {
+            Some((_, rec)) => rec.recommended.clone(),
+            None => model_decision.clone(),
+        },
+        model_decision,
         key_bytes: payload.key_bytes.mean_bytes(),
         response_bytes: payload.response_bytes.mean_bytes(),
         params,

@@ -82,13 +82,6 @@ pub struct Scenario {
 }
 
 impl Scenario {
-    /// SHA-256 of every validated input (settings with defaults filled in, timeline, budgets),
-    /// as JSON: two runs with the same hash ran the same scenario, whatever the file's
-    /// formatting or comments, and a changed default changes it.
-    pub fn inputs_sha256(&self) -> String {
-        crate::settings::sha256_of(self)
-    }
-
     pub fn load(path: &Path) -> Result<Self, ScenarioError> {
         file::load(path)
     }

@@ -477,6 +477,23 @@ impl Settings {
                 "sets the range of a partition, so it needs --sweeper partitions".to_string(),
             ));
         }
+        // Under a daily profile a per-day figure divides by the days simulated, which is right
+        // only when every hour of the day is simulated equally often (36 h holds one rush in
+        // 1.5 days and reads 14 % low): refuse a duration that is not whole days.
+        if let (Some(_), Some(arrival_s)) = (&self.traffic.rush, self.traffic.arrival_s) {
+            let day = duration::DAY_S;
+            let days = arrival_s / day;
+            if (days - days.round()).abs() > 1e-9 {
+                return Err(SettingsError::new(
+                    "arrival",
+                    format!(
+                        "{} is not a whole number of days, and a daily rush needs whole days so that every hour of the day is simulated equally often; give {} (or leave it out: the default is whole days)",
+                        duration::format_secs(arrival_s),
+                        duration::format_secs((days.ceil() * day).max(day)),
+                    ),
+                ));
+            }
+        }
         // The seed's 2,000/s sizes the worst case unless the traffic itself peaks higher.
         self.model.peak_rate_per_s = self.model.peak_rate_per_s.max(traffic_peak);
         for cfg in self.sim_configs() {
@@ -570,6 +587,8 @@ impl Settings {
             backoff_cap_ms: t.backoff_cap_ms,
             sweep_period_s: t.sweep_period_s,
             sweep_batch: t.sweep_batch,
+            // The seed's `DELETE`; the run's plan sets the store's own (`--sweeper`).
+            sweeper: Default::default(),
             crash_fraction: t.crash_fraction,
             crash_point: t.crash_point,
             callers: t.callers,

@@ -20,7 +20,7 @@ use serde::Serialize;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
-pub use postgres::{PgOptions, PgPool, PostgresStore, Sweeper};
+pub use postgres::{PgOptions, PgPool, PostgresStore, Sweeper, SweeperPlan};
 pub use redis::RedisStore;
 pub use sqlite::{SqliteOptions, SqliteStore, Synchronous};
 pub use stores::{Slot, StoreOptions, Stores, reachable};

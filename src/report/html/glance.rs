@@ -130,7 +130,16 @@ fn store_card(r: &Recommendation, c: &Choice) -> Card {
         value: human_bytes(c.store_bytes),
         interval: store_interval,
         model: format!(
-            "{} copies: {}; {bpr}{}",
+            "{}{} copies: {}; {bpr}{}",
+            // Under a daily profile the budget is checked on the peak, so the card says it.
+            if c.peak_store_bytes > c.store_bytes * 1.005 {
+                format!(
+                    "peaks at {} (the budget's figure); ",
+                    human_bytes(c.peak_store_bytes)
+                )
+            } else {
+                String::new()
+            },
             r.replicas,
             human_bytes(c.store_bytes_all_replicas),
             r.targets

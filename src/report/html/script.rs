@@ -44,7 +44,7 @@ pub(super) fn data(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, Htm
         );
         // The decision the script must reproduce at the starting inputs (without the
         // bytes-per-record interval, which the panel does not move).
-        let decided = start.decision.as_ref().map(|c| c.retention_s);
+        let decided = start.model_decision.as_ref().map(|c| c.retention_s);
         o.insert("check_decision_s".into(), serde_json::to_value(decided)?);
     }
     // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside

@@ -185,14 +185,19 @@
     });
     return v;
   }
-  // The sweep of `model::estimate`: the standard retentions plus the current one, sorted;
-  // the cheapest is the first minimum (the shorter retention on a tie).
-  function sweep(params) {
-    var rs = M.sweep_retentions_s.slice();
-    if (isFinite(params.retention_s) && params.retention_s > 0) rs.push(params.retention_s);
+  // `model::candidate_retentions_s`: the standard retentions, the current one and the horizon,
+  // none beyond the horizon, sorted. The sweep and the decision weigh the same set, so the
+  // cheapest has one answer.
+  function retentions(params) {
+    var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
+      .filter(function (r) { return isFinite(r) && r > 0 && r <= M.horizon_s; });
     rs.sort(function (a, b) { return a - b; });
-    rs = rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; });
-    var rows = rs.map(function (r) {
+    return rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; });
+  }
+  // The sweep of `model::estimate`; the cheapest is the first minimum (the shorter retention on
+  // a tie).
+  function sweep(params) {
+    var rows = retentions(params).map(function (r) {
       var p = Object.assign({}, params, { retention_s: r });
       var v = evaluate(p);
       return { retention_s: r, store_bytes: v.store_bytes, duplicates_per_day: v.duplicate_labels_per_day,
@@ -225,10 +230,7 @@
     return v == null || atNone(SPEC[name], v) ? null : v;
   }
   function candidates(params) {
-    var rs = M.sweep_retentions_s.concat([params.retention_s, M.horizon_s])
-      .filter(function (r) { return isFinite(r) && r > 0 && r <= M.horizon_s; });
-    rs.sort(function (a, b) { return a - b; });
-    return rs.filter(function (r, i) { return i === 0 || r !== rs[i - 1]; }).map(function (r) {
+    return retentions(params).map(function (r) {
       var v = evaluate(Object.assign({}, params, { retention_s: r }));
       var gb = budget(params, "max_store_gb"), usdDay = budget(params, "max_cost_per_day");
       return { retention_s: r, v: v,
@@ -480,6 +482,12 @@
     e.textContent = text;
     if (value !== undefined) e.setAttribute("data-value", String(value));
   }
+  // The decision card as written: the headline's decision at the run's inputs.
+  var startDecision = (function () {
+    var e = document.getElementById("out-decision"), n = document.getElementById("out-decision-note");
+    return { text: e ? e.textContent : "", note: n ? n.textContent : "",
+      value: e ? (e.getAttribute("data-value") || "") : "", blocked: !!(e && e.textContent === "none") };
+  })();
   function update() {
     // The worst case assumes the peak lasts all day; it cannot be below the average.
     // Key and response sizes move the bytes per record by what they add to a record (model::
@@ -497,7 +505,14 @@
       setText("out-cheapest", humanDuration(s.best.retention_s), s.best.retention_s);
       setText("out-cheapest-cost", usd(s.best.total_cost_per_day) + "/day");
     }
-    if (s.decided) {
+    // At the run's own inputs the card keeps the headline's decision as the page was written
+    // (it weighs the run's measurements, which the script cannot move); once a control moves,
+    // the model decides.
+    var atStart = Object.keys(controls).every(function (n) { return params[n] === start[n]; });
+    if (atStart) {
+      setText("out-decision", startDecision.text, startDecision.value);
+      setText("out-decision-note", startDecision.note);
+    } else if (s.decided) {
       setText("out-decision", humanDuration(s.decided.retention_s), s.decided.retention_s);
       setText("out-decision-note", humanBytes(s.decided.v.store_bytes) + " per copy, " +
         humanCount(s.decided.v.duplicate_labels_per_day) + " duplicates/day, " + usd(s.decided.v.total_cost_per_day) + "/day");
@@ -506,7 +521,8 @@
       setText("out-decision-note", whyNone(p));
     }
     var card = document.getElementById("out-decision");
-    if (card && card.parentNode) card.parentNode.classList.toggle("blocked", !s.decided);
+    var blocked = atStart ? startDecision.blocked : !s.decided;
+    if (card && card.parentNode) card.parentNode.classList.toggle("blocked", blocked);
     document.body.setAttribute("data-updated", "1");
   }
 

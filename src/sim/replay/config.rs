@@ -60,6 +60,10 @@ pub struct SimConfig {
     pub backoff_cap_ms: Millis,
     pub sweep_period_s: f64,
     pub sweep_batch: u32,
+    /// The store's sweeper (set by the run's plan from `--sweeper`), for how long a record
+    /// lives: [`SimConfig::record_life_s`].
+    #[serde(skip)]
+    pub sweeper: crate::store::Sweeper,
     /// Fraction of attempts killed at `crash_point` (a process crash).
     pub crash_fraction: f64,
     pub crash_point: DiePoint,
@@ -96,6 +100,7 @@ impl Default for SimConfig {
             backoff_cap_ms: 5_000,
             sweep_period_s: 60.0,
             sweep_batch: 10_000,
+            sweeper: crate::store::Sweeper::Delete,
             crash_fraction: 0.0,
             crash_point: DiePoint::AfterCarrier,
             callers: 1,
@@ -134,34 +139,6 @@ pub fn default_arrival_s(retention_s: f64) -> f64 {
 pub fn whole_days_arrival_s(retention_s: f64) -> f64 {
     let day = crate::duration::DAY_S;
     (default_arrival_s(retention_s) / day).ceil() * day
-}
-
-/// What a run must say when its arrivals under a daily profile (a rush from `start_s` for
-/// `duration_s` every day) do not cover whole days: the hours of the day are not simulated
-/// equally often, so per-day figures are averages over the time simulated.
-pub fn partial_days_note(arrival_s: f64, start_s: f64, duration_s: f64) -> Option<String> {
-    let day = crate::duration::DAY_S;
-    let days = arrival_s / day;
-    if (days - days.round()).abs() < 1e-9 {
-        return None;
-    }
-    let mut rush_s = 0.0;
-    let mut d = 0.0;
-    while d * day < arrival_s {
-        let from = d * day + start_s;
-        rush_s += (arrival_s.min(from + duration_s) - from).max(0.0);
-        d += 1.0;
-    }
-    let fmt = crate::duration::format_secs;
-    Some(format!(
-        "traffic: arrivals run {} ({} days) under a daily profile, so the hours of the day are not simulated equally often: the run holds {} of rush in {} days, where whole days hold {} a day. Per-day figures are averages over the time simulated; give a whole number of days ({}) for daily figures.",
-        fmt(arrival_s),
-        crate::format::significant(days, 3),
-        fmt(rush_s),
-        crate::format::significant(days, 3),
-        fmt(duration_s),
-        fmt((days.ceil() * day).max(day)),
-    ))
 }
 
 /// Share of calls the seed's carrier answers too late for the seed's deadline.
@@ -205,6 +182,11 @@ pub(super) fn invalid(field: &'static str, message: impl Into<String>) -> SimErr
 }
 
 impl SimConfig {
+    /// How long a record stays in the store: its retention plus the sweeper's mean lag.
+    pub fn record_life_s(&self) -> f64 {
+        self.retention_s() + self.sweeper.mean_lag_s(self.sweep_period_s)
+    }
+
     pub fn retention_s(&self) -> f64 {
         self.engine.retention_ms as f64 / 1000.0
     }

@@ -64,7 +64,7 @@ mod tallies;
 
 pub use config::{
     KeyPolicy, SEED_DEADLINE_MS, SEED_NETWORK_MS, SimConfig, SimError, default_arrival_s, p_slow,
-    partial_days_note, whole_days_arrival_s,
+    whole_days_arrival_s,
 };
 pub use pool::{Detection, OutcomeRow, SCHEMA_VERSION, SimInvariants, SimReport, pool};
 pub use run::{Progress, run_once};

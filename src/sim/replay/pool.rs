@@ -129,9 +129,8 @@ pub fn pool(
     let mut notes = Vec::new();
     let replayed_intents: u64 = runs.iter().map(|t| t.replayed_intents).sum();
     let bytes_per_record = bytes_per_record_figure(runs, &mut notes);
-    // A record lives its retention plus the sweeper's mean lag, since an expired record waits
-    // for the next sweep, half a period on average.
-    let life_s = cfg.retention_s() + cfg.sweep_period_s / 2.0;
+    // A record lives its retention plus the sweeper's mean lag.
+    let life_s = cfg.record_life_s();
     let records = records_figure(runs, life_s, &mut notes);
     let store_bytes = store_bytes_figure(&records, &bytes_per_record);
     let unit_w = unit_weight(cfg, s_o, s_t);

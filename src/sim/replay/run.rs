@@ -168,6 +168,27 @@ impl Next {
     }
 }
 
+/// Where the steady-state average starts: once the oldest records can have left (retention
+/// plus the sweeper's longest lag), and so that the window to the end of the arrivals spans
+/// whole cycles of the store's size — whole partition periods (a partitioned store's size is
+/// a sawtooth a period long: 4 h keys in 1 h partitions averaged from 4 h 1 m read 3 % high)
+/// and whole days under a daily profile (a rush's store peaks once a day).
+fn steady_from_ms(cfg: &SimConfig, arrivals: &Arrivals, arrival_ms: Millis) -> Millis {
+    let (max_lag_s, sweeper_cycle_s) = cfg.sweeper.max_lag_and_cycle_s(cfg.sweep_period_s);
+    let cycle_s = match arrivals {
+        Arrivals::Profile(_) => crate::duration::DAY_S,
+        Arrivals::Constant { .. } => sweeper_cycle_s,
+    };
+    let earliest = cfg.engine.retention_ms + (max_lag_s * 1000.0).ceil() as Millis;
+    let cycle = ((cycle_s * 1000.0) as Millis).max(1);
+    let whole = (arrival_ms - earliest).max(0) / cycle * cycle;
+    if whole > 0 {
+        arrival_ms - whole
+    } else {
+        earliest
+    }
+}
+
 impl Schedule {
     /// The schedule at time zero; draws the first arrival from `r`'s random stream.
     fn new(cfg: &SimConfig, arrivals: &Arrivals, r: &mut Replay<'_>) -> Self {
@@ -175,7 +196,7 @@ impl Schedule {
         let arrival_ms = (cfg.arrival_s() * 1000.0) as Millis;
         let sweep_every = ((cfg.sweep_period_s * 1000.0) as Millis).max(1);
         let series_every = (arrival_ms / Millis::from(cfg.series_points.max(1))).max(1000);
-        let steady_from = cfg.engine.retention_ms + sweep_every;
+        let steady_from = steady_from_ms(cfg, arrivals, arrival_ms);
         // Bytes per record is read at a few points of the steady window, or of the second
         // half of the arrivals when the run is too short to have one.
         let bpr_from = if steady_from < arrival_ms {
@@ -299,7 +320,15 @@ fn drive_events(
 /// table reconciled against the carrier's sales and the records crashes left completed.
 fn finish(mut r: Replay<'_>) -> Result<Tallies, SimError> {
     r.t.simulated_s = r.flow.now_ms() as f64 / 1000.0;
-    r.t.days = r.cfg.arrival_s() / 86_400.0;
+    // Per-day figures divide by the arrivals replayed: all of them, or when interrupted only
+    // those up to where the run stopped (dividing by the planned arrivals read 6,366 timed-out
+    // calls a day where the model has 34,560).
+    let covered_s = if r.t.interrupted {
+        r.t.simulated_s.min(r.cfg.arrival_s())
+    } else {
+        r.cfg.arrival_s()
+    };
+    r.t.days = covered_s / 86_400.0;
     if r.t.bytes_per_record == 0.0 {
         r.t.bytes_per_record = bytes_per_record(r.flow.engine())?;
     }

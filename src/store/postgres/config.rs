@@ -30,7 +30,65 @@ pub enum Sweeper {
     Partitions { period_ms: Millis },
 }
 
+/// A partition period shorter than this is refused by the store (at 1 s); the default keeps
+/// a short retention from making hundreds of partitions.
+const MIN_DEFAULT_PARTITION_S: f64 = 60.0;
+
+/// The sweeper a run asked for, before a retention picks its partition period: what the
+/// decision needs to know how long records live at each retention it weighs.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub enum SweeperPlan {
+    #[default]
+    Delete,
+    /// `period_s`: the partition period given, or `None` for a quarter of each retention.
+    Partitions { period_s: Option<f64> },
+}
+
+impl SweeperPlan {
+    /// The store's sweeper at a retention: partitions default to a quarter of the retention,
+    /// so a record outlives its retention by at most a quarter and a lookup probes about five
+    /// partitions.
+    pub fn at(self, retention_s: f64) -> Sweeper {
+        match self {
+            SweeperPlan::Delete => Sweeper::Delete,
+            SweeperPlan::Partitions { period_s } => {
+                let period_s = period_s.unwrap_or((retention_s / 4.0).max(MIN_DEFAULT_PARTITION_S));
+                Sweeper::Partitions {
+                    period_ms: (period_s * 1000.0).round() as i64,
+                }
+            }
+        }
+    }
+}
+
 impl Sweeper {
+    /// How long an expired record stays, on average, before it leaves the store: the one
+    /// answer to "how long does a record live" (its retention plus this). The seed's `DELETE`
+    /// takes it at the next sweep, half a sweep period on average; a partition is dropped at
+    /// the first sweep after its whole range has passed, half a partition period on average
+    /// and then half a sweep period.
+    pub fn mean_lag_s(self, sweep_period_s: f64) -> f64 {
+        match self {
+            Sweeper::Delete => sweep_period_s / 2.0,
+            Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0 + sweep_period_s / 2.0,
+        }
+    }
+
+    /// The longest an expired record can stay (a whole partition period and a sweep period, or
+    /// a sweep period), and the cycle the store's size repeats with at a steady rate (the
+    /// sawtooth of partitions dropped one period apart): a steady-state average must start
+    /// after the first and span whole cycles of the second. The seed's sweeps take a minute's
+    /// expiries at a time, a sawtooth too fine to bias an average over hours: no cycle (0).
+    pub fn max_lag_and_cycle_s(self, sweep_period_s: f64) -> (f64, f64) {
+        match self {
+            Sweeper::Delete => (sweep_period_s, 0.0),
+            Sweeper::Partitions { period_ms } => {
+                let period_s = period_ms as f64 / 1000.0;
+                (period_s + sweep_period_s, period_s)
+            }
+        }
+    }
+
     /// Whether the key table is partitioned: no unique index then spans it.
     pub fn partitioned(self) -> bool {
         matches!(self, Sweeper::Partitions { .. })

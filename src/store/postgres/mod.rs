@@ -44,7 +44,7 @@ use tx::PgTx;
 // `store::postgres::NAME`, whichever file now holds them.
 pub use super::pg_message;
 pub use config::{
-    DEFAULT_SCHEMA, MAX_POOL_SIZE, PgOptions, Sweeper, check_schema_name, redact_url,
+    DEFAULT_SCHEMA, MAX_POOL_SIZE, PgOptions, Sweeper, SweeperPlan, check_schema_name, redact_url,
 };
 pub use pool::PgPool;
 pub use schema::SCHEMA_VERSION;
