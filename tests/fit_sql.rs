@@ -1,5 +1,8 @@
-//! `fit --emit-sql` and `fit --aggregates`: each dialect's query parses (sqlparser), and on the
-//! PostgreSQL server here the query's result gives the same fit as reading the file directly.
+//! `fit --emit-sql` and `fit --aggregates`: each dialect's query parses (sqlparser, and sqlglot
+//! with the dialect's own grammar), on the PostgreSQL server here the query's result gives the
+//! same fit as reading the file directly, `--table` takes names only (an injected statement is
+//! refused, on PostgreSQL and DuckDB), `--from-file` feeds DuckDB a file, and a result that
+//! could not have come from the query is refused with the row and field named.
 
 mod common;
 
@@ -7,7 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, UNIX_EPOCH};
 
-use idemcalc::fit::{Columns, Dialect, OptionalColumn, SqlOptions, emit_sql};
+use idemcalc::fit::{Columns, Dialect, OptionalColumn, Source, SqlOptions, TableName, emit_sql};
 use sqlparser::dialect::{
     BigQueryDialect, DatabricksDialect, DuckDbDialect, GenericDialect, PostgreSqlDialect,
 };
@@ -15,10 +18,14 @@ use sqlparser::parser::Parser;
 
 const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
 
+fn table_source(name: &str, dialect: Dialect) -> Source {
+    Source::Table(TableName::parse(name, dialect).unwrap())
+}
+
 fn options(dialect: Dialect) -> SqlOptions {
     SqlOptions {
         dialect,
-        table: "logs.requests".into(),
+        source: table_source("logs.requests", dialect),
         columns: Columns::default(),
         time_unit: None,
         absent: Vec::new(),
@@ -58,9 +65,8 @@ fn every_dialects_query_parses() {
         }
     }
     // A table name that would end the statement is refused.
-    let mut o = options(Dialect::Postgres);
-    o.table = "t; DROP TABLE x".into();
-    assert!(emit_sql(&o).unwrap_err().contains("--table"));
+    let err = TableName::parse("t; DROP TABLE x", Dialect::Postgres).unwrap_err();
+    assert!(err.contains("--table"), "{err}");
 }
 
 /// `IDEMCALC_PG_URL`, or `None` with a notice (a panic in CI, where the server must be there).
@@ -192,7 +198,7 @@ fn round_trip(url: &str, log: &Path, dir: &Path) {
         ],
     );
     let mut o = options(Dialect::Postgres);
-    o.table = table.clone();
+    o.source = table_source(&table, Dialect::Postgres);
     if weight.is_empty() {
         o.absent.push(OptionalColumn::Weight);
     }
@@ -296,4 +302,625 @@ fn a_result_that_is_not_the_querys_is_named() {
         .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("no column `stat`"), "{err}");
+}
+
+/// The injection of the report that led to `TableName`: it closes the `src` CTE, adds a
+/// data-modifying one and opens a dummy one for the rest of the query.
+fn injected(victims: &str) -> String {
+    format!("logs.requests), evil AS (DELETE FROM {victims} RETURNING 1), pad AS (SELECT 1 AS z")
+}
+
+#[test]
+fn table_names_are_identifiers_quoted_per_dialect() {
+    let emitted = |name: &str, d: Dialect| TableName::parse(name, d).map(|t| t.sql(d));
+    // Bare parts stay bare (PostgreSQL folds their case as it would have); quoted ones stay
+    // quoted, with each dialect's escape.
+    for (d, name, sql) in [
+        (Dialect::Postgres, "requests", "requests"),
+        (Dialect::Postgres, "Logs.Requests_2", "Logs.Requests_2"),
+        (
+            Dialect::Postgres,
+            r#""we""ird"."requests""#,
+            r#""we""ird"."requests""#,
+        ),
+        (Dialect::Duckdb, r#"main."a.b c""#, r#"main."a.b c""#),
+        (Dialect::Trino, "hive.logs.requests", "hive.logs.requests"),
+        (
+            Dialect::Bigquery,
+            "my-project.logs.requests",
+            "`my-project`.logs.requests",
+        ),
+        (
+            Dialect::Bigquery,
+            "`my-project.logs.requests`",
+            "`my-project.logs.requests`",
+        ),
+        (Dialect::Bigquery, r"`a\`b\\c`.t", r"`a\`b\\c`.t"),
+        (Dialect::Spark, "`a``b`.t", "`a``b`.t"),
+        (Dialect::Spark, "cat.db.t", "cat.db.t"),
+    ] {
+        assert_eq!(emitted(name, d).as_deref(), Ok(sql), "{d:?} {name}");
+    }
+    for (d, name) in [
+        (Dialect::Postgres, injected("victims").as_str()),
+        (Dialect::Postgres, "t; DROP TABLE x"),
+        (Dialect::Postgres, ""),
+        (Dialect::Postgres, "logs..requests"),
+        (Dialect::Postgres, "a.b.c.d"),
+        (Dialect::Postgres, "1requests"),
+        (Dialect::Postgres, "logs requests"),
+        (Dialect::Postgres, "my-project.logs.requests"),
+        (Dialect::Postgres, r#""unclosed"#),
+        (Dialect::Postgres, r#""a"b"#),
+        (Dialect::Postgres, "`backticks`"),
+        (Dialect::Postgres, "\"new\nline\""),
+        (Dialect::Duckdb, "read_csv('/etc/passwd')"),
+        (Dialect::Duckdb, "read_text('/etc/hostname')"),
+        (Dialect::Bigquery, r#""double".t"#),
+        (Dialect::Bigquery, "logs.my-table"),
+        (Dialect::Bigquery, "`a``b`"),
+        (Dialect::Bigquery, r"`a\nb`"),
+        (Dialect::Spark, r"`a\`b`"),
+        (Dialect::Spark, "my-project.logs.requests"),
+    ] {
+        let err = emitted(name, d).unwrap_err();
+        assert!(
+            err.contains("--table") && err.contains("letters, digits and _"),
+            "{d:?} {name:?}: {err}"
+        );
+    }
+    // Through the command line: refused as bad input, nothing printed.
+    let out = Command::new(BIN)
+        .args(["fit", "--emit-sql", "postgres", "--table"])
+        .arg(injected("victims"))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "the injected --table is refused"
+    );
+    assert!(out.stdout.is_empty());
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--table"));
+}
+
+#[test]
+fn quoted_columns_use_each_dialects_escape() {
+    let mut o = options(Dialect::Bigquery);
+    o.columns.key = r"Idem`Key\x".into();
+    let sql = emit_sql(&o).unwrap();
+    assert!(sql.contains(r"CAST(`Idem\`Key\\x` AS STRING)"), "{sql}");
+    assert!(sql.contains("UNION DISTINCT") && !sql.contains("\n  UNION SELECT"));
+    let mut o = options(Dialect::Spark);
+    o.columns.key = "Idem`Key".into();
+    assert!(
+        emit_sql(&o)
+            .unwrap()
+            .contains("CAST(`Idem``Key` AS STRING)")
+    );
+    let mut o = options(Dialect::Postgres);
+    o.columns.key = "Idem\"Key".into();
+    assert!(
+        emit_sql(&o)
+            .unwrap()
+            .contains("CAST(\"Idem\"\"Key\" AS TEXT)")
+    );
+}
+
+#[test]
+fn from_file_is_duckdbs_reader_of_a_string_literal() {
+    let mut o = options(Dialect::Duckdb);
+    for (path, from) in [
+        (
+            "/data/it's.csv",
+            "read_csv('/data/it''s.csv', header = true)",
+        ),
+        ("logs/r.PARQUET", "read_parquet('logs/r.PARQUET')"),
+        ("r.ndjson", "read_json_auto('r.ndjson')"),
+        ("r.jsonl", "read_json_auto('r.jsonl')"),
+    ] {
+        o.source = Source::File(path.into());
+        let sql = emit_sql(&o).unwrap();
+        assert!(sql.contains(&format!("FROM {from}\n")), "{path}: {sql}");
+    }
+    o.source = Source::File("r.txt".into());
+    assert!(emit_sql(&o).unwrap_err().contains("--from-file"));
+    for d in [
+        Dialect::Postgres,
+        Dialect::Trino,
+        Dialect::Bigquery,
+        Dialect::Spark,
+    ] {
+        let mut o = options(d);
+        o.source = Source::File("r.csv".into());
+        let err = emit_sql(&o).unwrap_err();
+        assert!(
+            err.contains("--from-file") && err.contains("duckdb"),
+            "{err}"
+        );
+    }
+    // Both, or neither, is a usage error.
+    for extra in [&["--table", "t", "--from-file", "r.csv"][..], &[][..]] {
+        let out = Command::new(BIN)
+            .args(["fit", "--emit-sql", "duckdb"])
+            .args(extra)
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{extra:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--table") && err.contains("--from-file"),
+            "{err}"
+        );
+    }
+}
+
+/// python3 can import `modules`, or `false` with a notice (a panic under CI, where
+/// `.ci/run` installs them).
+fn python_has(modules: &str, what: &str) -> bool {
+    let ok = Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set but python3 cannot import {modules} (pip install {modules})");
+        }
+        eprintln!("SKIPPED {what}: python3 cannot import {modules} (pip install {modules})");
+    }
+    ok
+}
+
+/// Runs a Python script with arguments; its stdout, or a panic with its stderr.
+fn python(script: &str, args: &[&str]) -> Result<String, String> {
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .args(args)
+        .output()
+        .expect("python3 runs");
+    if out.status.success() {
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        Err(format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    }
+}
+
+/// Parses each (dialect, file) pair with sqlglot's grammar of that dialect, errors raised.
+const SQLGLOT: &str = r#"
+import sys, sqlglot
+from sqlglot.errors import ErrorLevel
+bad = 0
+for d, f in zip(sys.argv[1::2], sys.argv[2::2]):
+    try:
+        sqlglot.parse_one(open(f).read(), read=d, error_level=ErrorLevel.RAISE)
+    except Exception as e:
+        print(f"{f} ({d}): {e}")
+        bad += 1
+sys.exit(1 if bad else 0)
+"#;
+
+#[test]
+fn sqlglot_parses_each_dialects_query_in_that_dialect() {
+    if !python_has("sqlglot", "the sqlglot parse of every dialect") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mut args = Vec::new();
+    for (d, name, quoted_table) in [
+        (Dialect::Postgres, "postgres", r#""we""ird"."requests""#),
+        (Dialect::Duckdb, "duckdb", r#""we""ird".main."requests""#),
+        (Dialect::Trino, "trino", r#"hive."we""ird".requests"#),
+        (
+            Dialect::Bigquery,
+            "bigquery",
+            r"my-project.`we\`ird`.requests",
+        ),
+        (Dialect::Spark, "spark", "`we``ird`.requests"),
+    ] {
+        for variant in 0..3 {
+            let mut o = options(d);
+            if variant == 1 {
+                o.time_unit = Some(idemcalc::fit::TimeUnit::Ms);
+                o.columns.key = "Idem`Key\"x".into();
+                o.source = table_source(quoted_table, d);
+            }
+            if variant == 2 {
+                o.absent = vec![OptionalColumn::Caller, OptionalColumn::Weight];
+            }
+            let file = dir.path().join(format!("{name}-{variant}.sql"));
+            std::fs::write(&file, emit_sql(&o).unwrap()).unwrap();
+            args.push(name.to_string());
+            args.push(file.to_str().unwrap().to_string());
+        }
+    }
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    if let Err(e) = python(SQLGLOT, &args) {
+        panic!("sqlglot refuses:\n{e}");
+    }
+    // The check has teeth: BigQuery's grammar refuses the bare UNION the query used to have.
+    let bare = dir.path().join("bare-union.sql");
+    let sql = emit_sql(&options(Dialect::Bigquery)).unwrap();
+    std::fs::write(&bare, sql.replace("UNION DISTINCT", "UNION")).unwrap();
+    let err = python(SQLGLOT, &["bigquery", bare.to_str().unwrap()]).unwrap_err();
+    assert!(err.contains("DISTINCT or ALL"), "{err}");
+}
+
+fn example_log() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/logs/example-requests.csv")
+}
+
+/// `fit --emit-sql DIALECT ARGS` through the binary: the query, or the exit code and stderr.
+fn emit(dialect: &str, args: &[&str]) -> Result<String, (Option<i32>, String)> {
+    let out = Command::new(BIN)
+        .args(["fit", "--emit-sql", dialect, "--time-unit", "s"])
+        .args(args)
+        .output()
+        .unwrap();
+    if out.status.success() {
+        Ok(String::from_utf8(out.stdout).unwrap())
+    } else {
+        Err((
+            out.status.code(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        ))
+    }
+}
+
+/// The injected `--table` is refused before any query exists; were one printed, it is run (so
+/// the failure says what it did) and the test fails.
+fn assert_injection_refused(dialect: &str, victims: &str, run: impl FnOnce(&str) -> String) {
+    match emit(dialect, &["--table", &injected(victims)]) {
+        Err((code, err)) => {
+            assert_eq!(code, Some(2), "{err}");
+            assert!(err.contains("--table"), "{err}");
+        }
+        Ok(query) => panic!(
+            "{dialect}: the injected --table gave a query; running it: {}",
+            run(&query)
+        ),
+    }
+}
+
+#[test]
+fn an_injected_table_is_refused_and_a_quoted_name_runs_on_postgres() {
+    let Some(url) = pg_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
+    let scratch = format!("fit_inj_{id}");
+    let victims = format!("{scratch}.victims");
+    // A schema whose name needs quoting: a double quote in it.
+    let weird = format!("we\"ird_{id}");
+    let weird_sql = format!("\"{}\"", weird.replace('"', "\"\""));
+    psql(
+        &url,
+        &[
+            "-c",
+            &format!(
+                "CREATE SCHEMA {scratch}; CREATE TABLE {victims} AS SELECT generate_series(1, 3) AS id; \
+                 CREATE SCHEMA {weird_sql}; CREATE TABLE {weird_sql}.\"requests\" (time double precision, \
+                 caller text, idempotency_key text, status integer, response_bytes bigint, \
+                 replayed boolean, weight double precision)"
+            ),
+        ],
+    );
+    let count = || {
+        psql(
+            &url,
+            &["-tA", "-c", &format!("SELECT COUNT(*) FROM {victims}")],
+        )
+    };
+    let ran = std::panic::catch_unwind(|| {
+        psql(
+            &url,
+            &[
+                "-c",
+                &format!(
+                    "\\copy {weird_sql}.\"requests\" FROM '{}' CSV HEADER",
+                    example_log().display()
+                ),
+            ],
+        );
+        assert_injection_refused("postgres", &victims, |query| {
+            let file = dir.path().join("injected.sql");
+            std::fs::write(&file, query).unwrap();
+            psql(&url, &["--csv", "-f", file.to_str().unwrap()]);
+            format!("{victims} has {} rows left", count().trim())
+        });
+        let query = emit(
+            "postgres",
+            &["--table", &format!("{weird_sql}.\"requests\"")],
+        )
+        .unwrap();
+        let file = dir.path().join("query.sql");
+        std::fs::write(&file, &query).unwrap();
+        let result = dir.path().join("result.csv");
+        psql(
+            &url,
+            &[
+                "--csv",
+                "-f",
+                file.to_str().unwrap(),
+                "-o",
+                result.to_str().unwrap(),
+            ],
+        );
+        assert_eq!(count().trim(), "3", "victims untouched");
+        let direct = fit_json(&[example_log().to_str().unwrap()]);
+        let warehouse = fit_json(&["--aggregates", result.to_str().unwrap()]);
+        assert_same(&direct, &warehouse, "");
+    });
+    psql(
+        &url,
+        &[
+            "-c",
+            &format!("DROP SCHEMA {scratch} CASCADE; DROP SCHEMA {weird_sql} CASCADE"),
+        ],
+    );
+    if let Err(e) = ran {
+        std::panic::resume_unwind(e);
+    }
+}
+
+/// Runs a query on an in-memory DuckDB holding a `victims` table (3 rows) and the example log
+/// as `"we""ird".requests`; writes the result as CSV and prints the victims left.
+const DUCKDB_RUN: &str = r#"
+import sys, duckdb
+query, log, result = sys.argv[1:4]
+lit = lambda s: "'" + s.replace("'", "''") + "'"
+con = duckdb.connect()
+con.execute("CREATE TABLE victims AS SELECT range AS id FROM range(3)")
+con.execute('CREATE SCHEMA "we""ird"')
+con.execute('CREATE TABLE "we""ird".requests AS SELECT * FROM read_csv(' + lit(log) + ', header = true)')
+con.execute("COPY (" + open(query).read() + ") TO " + lit(result) + " (HEADER)")
+print(con.execute("SELECT COUNT(*) FROM victims").fetchone()[0])
+"#;
+
+#[test]
+fn an_injected_table_is_refused_and_from_file_runs_on_duckdb() {
+    if !python_has("duckdb", "the DuckDB runs of the query") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = example_log();
+    let run = |query: &str, name: &str| -> (String, PathBuf) {
+        let file = dir.path().join(format!("{name}.sql"));
+        std::fs::write(&file, query).unwrap();
+        let result = dir.path().join(format!("{name}.csv"));
+        let left = python(
+            DUCKDB_RUN,
+            &[
+                file.to_str().unwrap(),
+                log.to_str().unwrap(),
+                result.to_str().unwrap(),
+            ],
+        )
+        .unwrap_or_else(|e| panic!("duckdb runs {name}: {e}"));
+        (left.trim().to_string(), result)
+    };
+    assert_injection_refused("duckdb", "victims", |query| {
+        format!("victims has {} rows left", run(query, "injected").0)
+    });
+    let direct = fit_json(&[log.to_str().unwrap()]);
+    // A quoted schema name, and the file itself through --from-file (a quote in its name).
+    let (left, result) = run(
+        &emit("duckdb", &["--table", r#""we""ird".requests"#]).unwrap(),
+        "quoted",
+    );
+    assert_eq!(left, "3", "victims untouched");
+    assert_same(
+        &direct,
+        &fit_json(&["--aggregates", result.to_str().unwrap()]),
+        "",
+    );
+    let copy = dir.path().join("it's a log.csv");
+    std::fs::copy(&log, &copy).unwrap();
+    let (_, result) = run(
+        &emit("duckdb", &["--from-file", copy.to_str().unwrap()]).unwrap(),
+        "from-file",
+    );
+    let warehouse = fit_json(&["--aggregates", result.to_str().unwrap()]);
+    for figure in [
+        "rows",
+        "keys",
+        "rate_per_s",
+        "timeout_fraction",
+        "done_fraction",
+        "retries",
+        "retry_cdf",
+        "key_bytes",
+        "response_bytes",
+    ] {
+        assert_same(&direct[figure], &warehouse[figure], figure);
+    }
+    assert_same(&direct, &warehouse, "");
+}
+
+/// The query's result over scenarios/logs/example-requests.csv, as PostgreSQL gave it
+/// (`fit --emit-sql postgres --time-unit s` over the log loaded with a `double precision` time
+/// column, run with `psql --csv`): one field per cell, no quoting.
+fn example_result() -> Vec<Vec<String>> {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/fit-example-aggregates.csv");
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| l.split(',').map(str::to_string).collect())
+        .collect()
+}
+
+const FIELDS: [&str; 6] = ["stat", "label", "at", "n", "w", "w2"];
+
+/// Sets `fields` (e.g. `[("n", "5")]`) of the rows whose stat is `stat` and whose label or `at`
+/// is `which` (any row of the stat when empty).
+fn set(rows: &mut [Vec<String>], stat: &str, which: &str, fields: &[(&str, &str)]) {
+    let mut found = false;
+    for r in rows.iter_mut().skip(1) {
+        if r[0] == stat && (which.is_empty() || r[1] == which || r[2] == which) {
+            for (f, v) in fields {
+                r[FIELDS.iter().position(|x| x == f).unwrap()] = v.to_string();
+            }
+            found = true;
+        }
+    }
+    assert!(found, "no {stat} {which} row in the example result");
+}
+
+fn remove(rows: &mut Vec<Vec<String>>, stat: &str, which: &str) {
+    rows.retain(|r| !(r[0] == stat && (which.is_empty() || r[2] == which)));
+}
+
+type Edit = fn(&mut Vec<Vec<String>>);
+
+/// A result with one impossible statistic: what was done, the stat and field the refusal must
+/// name (`""`: none), the edit.
+const CORRUPTIONS: &[(&str, &str, &str, Edit)] = &[
+    ("a negative weight", "intents", "w", |r| {
+        set(r, "intents", "", &[("w", "-2820")])
+    }),
+    ("a negative count", "keys", "n", |r| {
+        set(r, "keys", "", &[("n", "-1")])
+    }),
+    ("a fractional count", "keys", "n", |r| {
+        set(r, "keys", "", &[("n", "2819.5")])
+    }),
+    ("NaN", "intents", "w", |r| {
+        set(r, "intents", "", &[("w", "NaN")])
+    }),
+    ("an infinite time", "span", "at", |r| {
+        set(r, "span", "first_min", &[("at", "inf")])
+    }),
+    ("timed_out above intents", "timed_out", "n", |r| {
+        set(
+            r,
+            "timed_out",
+            "",
+            &[("n", "2821"), ("w", "2821"), ("w2", "2821")],
+        )
+    }),
+    ("done + not_done above timed_out", "not_done", "n", |r| {
+        set(
+            r,
+            "not_done",
+            "",
+            &[("n", "100"), ("w", "100"), ("w2", "100")],
+        )
+    }),
+    ("counted_within above counted", "counted_within", "n", |r| {
+        set(
+            r,
+            "counted_within",
+            "10",
+            &[("n", "141"), ("w", "141"), ("w2", "141")],
+        )
+    }),
+    (
+        "counted_within shrinking with the delay",
+        "counted_within",
+        "n",
+        |r| {
+            set(
+                r,
+                "counted_within",
+                "60",
+                &[("n", "50"), ("w", "50"), ("w2", "50")],
+            )
+        },
+    ),
+    ("a threshold missing", "counted_within", "at", |r| {
+        remove(r, "counted_within", "600")
+    }),
+    ("no timed_out row", "timed_out", "", |r| {
+        remove(r, "timed_out", "")
+    }),
+    ("no counted row", "counted", "", |r| {
+        remove(r, "counted", "")
+    }),
+    ("no hour rows", "hour", "", |r| remove(r, "hour", "")),
+    ("w2 below w*w/n", "intents", "w2", |r| {
+        set(r, "weighted", "", &[("n", "1")]);
+        set(r, "intents", "", &[("w2", "1000")]);
+    }),
+    ("weights though no row is weighted", "intents", "w", |r| {
+        set(r, "intents", "", &[("w", "3000")])
+    }),
+    (
+        "usable rows that are neither keys nor retries",
+        "keys",
+        "n",
+        |r| set(r, "rows", "", &[("n", "3000")]),
+    ),
+    (
+        "key lengths of more keys than there are",
+        "key_bytes",
+        "n",
+        |r| {
+            let at = r.iter().find(|x| x[0] == "key_bytes").unwrap()[2].clone();
+            set(r, "key_bytes", &at, &[("n", "5000"), ("w", "5000")]);
+        },
+    ),
+    ("a negative response size", "response_bytes", "at", |r| {
+        let at = r.iter().find(|x| x[0] == "response_bytes").unwrap()[2].clone();
+        set(r, "response_bytes", &at, &[("at", "-1")]);
+    }),
+    ("hour 24", "hour", "at", |r| {
+        set(r, "hour", "0", &[("at", "24")])
+    }),
+    ("spans out of order", "span", "at", |r| {
+        set(r, "span", "first_max", &[("at", "0")])
+    }),
+    ("no caller", "callers", "n", |r| {
+        set(r, "callers", "", &[("n", "0")])
+    }),
+    ("a row no query gives", "bogus", "", |r| {
+        r.push(["bogus", "", "", "1", "", ""].map(String::from).to_vec())
+    }),
+    ("a single statistic twice", "rows", "", |r| {
+        r.push(["rows", "", "", "2960", "", ""].map(String::from).to_vec())
+    }),
+];
+
+#[test]
+fn impossible_aggregates_are_refused_naming_row_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let result = dir.path().join("result.csv");
+    let write = |rows: &[Vec<String>]| {
+        let text: String = rows.iter().map(|r| r.join(",") + "\n").collect();
+        std::fs::write(&result, text).unwrap();
+    };
+    // The result as the query gave it fits, as the log does.
+    write(&example_result());
+    assert_same(
+        &fit_json(&[example_log().to_str().unwrap()]),
+        &fit_json(&["--aggregates", result.to_str().unwrap()]),
+        "",
+    );
+    let mut accepted = Vec::new();
+    for (what, stat, field, edit) in CORRUPTIONS {
+        let mut rows = example_result();
+        edit(&mut rows);
+        write(&rows);
+        let out = Command::new(BIN)
+            .args(["fit", "--aggregates"])
+            .arg(&result)
+            .arg("--out")
+            .arg(dir.path().join("fitted.toml"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        let named = err.contains("result.csv")
+            && err.contains(&format!("`{stat}"))
+            && (field.is_empty() || err.contains(&format!(" {field} ")))
+            && !err.contains("bug in fit");
+        if out.status.code() != Some(2) || !named {
+            accepted.push(format!(
+                "{what}: exit {:?}, expected `{stat}` and {field:?} named: {err}",
+                out.status.code()
+            ));
+        }
+    }
+    assert!(accepted.is_empty(), "{}", accepted.join("\n"));
 }

@@ -17,18 +17,23 @@ pub struct FitArgs {
     )]
     pub logs: Vec<PathBuf>,
     /// Print a query for DIALECT that computes what `fit` needs inside the warehouse holding
-    /// the log (--table); save its result and give it to --aggregates.
+    /// the log (--table, or --from-file with duckdb); save its result and give it to
+    /// --aggregates.
     #[arg(
         long,
         value_enum,
         value_name = "DIALECT",
-        requires = "table",
+        requires = "sql_source",
         conflicts_with = "aggregates"
     )]
     pub emit_sql: Option<fit::Dialect>,
-    /// The table --emit-sql reads, as the warehouse names it (e.g. logs.requests).
-    #[arg(long, value_name = "NAME", requires = "emit_sql")]
+    /// The table --emit-sql reads: NAME, SCHEMA.NAME or CATALOG.SCHEMA.NAME, each part bare
+    /// (letters, digits, _) or quoted as the dialect quotes names (docs/fit.md).
+    #[arg(long, value_name = "NAME", requires = "emit_sql", group = "sql_source")]
     pub table: Option<String>,
+    /// The .csv, .parquet or .ndjson log DuckDB reads itself (--emit-sql duckdb only).
+    #[arg(long, value_name = "PATH", requires = "emit_sql", group = "sql_source")]
+    pub from_file: Option<PathBuf>,
     /// Optional columns the table does not have (--emit-sql), comma-separated.
     #[arg(
         long,
@@ -92,9 +97,16 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         weight: args.weight_column.clone(),
     };
     if let Some(dialect) = args.emit_sql {
+        let source = match (&args.from_file, &args.table) {
+            (Some(path), _) => fit::Source::File(path.clone()),
+            (None, table) => fit::Source::Table(
+                fit::TableName::parse(table.as_deref().unwrap_or_default(), dialect)
+                    .map_err(anyhow::Error::msg)?,
+            ),
+        };
         let sql = fit::emit_sql(&fit::SqlOptions {
             dialect,
-            table: args.table.clone().unwrap_or_default(),
+            source,
             columns,
             time_unit: args.time_unit,
             absent: args.without.clone(),

@@ -45,7 +45,7 @@ pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
 
 pub use aggregates::{Aggregates, SizeCount, Spans, StatRow, Sum};
-pub use sql::{Dialect, OptionalColumn, SqlOptions, emit as emit_sql};
+pub use sql::{Dialect, OptionalColumn, Source, SqlOptions, TableName, emit as emit_sql};
 
 use aggregates::Tally;
 use read::Log;

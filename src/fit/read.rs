@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use polars::prelude::{DataFrame, DataType, Series, TimeUnit as PlTimeUnit};
 use serde::Serialize;
 
+use super::aggregates::MAX_TIME_S;
 use super::request::Req;
 use super::spill::{SPILL_ROWS, Spill};
 use super::{FitError, FitOptions, file_err};
@@ -57,10 +58,6 @@ pub(super) struct Log {
     pub(super) warnings: Vec<String>,
     pub(super) times: NumericTimes,
 }
-
-/// The furthest a request's time may be from 1970, in seconds (about 3,170 years): a time past
-/// it is a unit mistake or garbage, and would make the log's span, and every rate, meaningless.
-const MAX_TIME_S: f64 = 1e11;
 
 /// The largest weight a row may carry (one sampled row standing for a trillion requests): a
 /// weight near `f32::MAX` would overflow the tallies to infinity.

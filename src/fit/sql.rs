@@ -1,11 +1,17 @@
 //! `fit --emit-sql`: the query that computes a log's sufficient statistics
 //! ([`super::Aggregates`]) where the log already lives, so a month of requests never leaves
 //! the warehouse. One query shape for every dialect; only quoting, type names, the epoch of a
-//! timestamp and a string's length in bytes differ.
+//! timestamp, a string's length in bytes and the spelling of a distinct union differ.
 //!
 //! The result is a small long table `(stat, label, at, n, w, w2)` that
-//! [`super::Aggregates::read`] turns back into statistics: its size depends on the number of
+//! [`super::Aggregates::from_rows`] turns back into statistics: its size depends on the number of
 //! distinct key and response sizes, never on the number of rows.
+//!
+//! No text the user typed is spliced into the query: column names are always quoted with the
+//! dialect's escape, the table is a [`TableName`] (identifiers only, parsed once) and a file
+//! read by DuckDB ([`Source::File`]) is a string literal.
+
+use std::path::{Path, PathBuf};
 
 use super::Columns;
 use super::aggregates::{DONE_WITHIN_S, fixed_thresholds};
@@ -37,20 +43,179 @@ pub enum OptionalColumn {
 #[derive(Debug, Clone)]
 pub struct SqlOptions {
     pub dialect: Dialect,
-    /// The table, as the warehouse names it (`schema.table`, `project.dataset.table`): written
-    /// into the query as given.
-    pub table: String,
+    /// Where the log is: a table (`--table`) or a file DuckDB reads (`--from-file`).
+    pub source: Source,
     pub columns: Columns,
     /// `None`: the time column is a timestamp; otherwise it holds numbers in this unit.
     pub time_unit: Option<TimeUnit>,
     pub absent: Vec<OptionalColumn>,
 }
 
+/// Where the query reads the log.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Source {
+    /// A table or view (`--table`).
+    Table(TableName),
+    /// A .csv, .parquet or .ndjson (.jsonl) file that DuckDB reads itself (`--from-file`;
+    /// DuckDB only).
+    File(PathBuf),
+}
+
+/// A table's name as the warehouse knows it: one to three dot-separated identifiers (`table`,
+/// `schema.table`, `catalog.schema.table`, BigQuery's `project.dataset.table`). Only
+/// [`TableName::parse`] makes one, so whatever it holds is a name, never SQL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableName {
+    parts: Vec<Ident>,
+}
+
+/// One part of a table's name, unescaped; `quoted` when the user quoted it, so it is quoted
+/// again (and keeps its case where the warehouse folds bare names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Ident {
+    name: String,
+    quoted: bool,
+}
+
+impl TableName {
+    /// Parses `--table` as `dialect` writes identifiers: each part bare (ASCII letters, digits
+    /// and `_`, not starting with a digit; BigQuery's project part may hold `-`) or quoted in
+    /// the dialect's own quotes (`"…"` with `""` inside for PostgreSQL, DuckDB and Trino;
+    /// `` `…` `` with `` \` `` inside for BigQuery, with ` `` ` inside for Spark).
+    pub fn parse(text: &str, dialect: Dialect) -> Result<TableName, String> {
+        parse_parts(text, dialect)
+            .and_then(|parts| check_parts(parts, dialect))
+            .map_err(|why| {
+                format!(
+                    "--table {text:?}: {why}; give the table as NAME, SCHEMA.NAME or \
+                     CATALOG.SCHEMA.NAME{}, each part made of letters, digits and _ (not \
+                     starting with a digit) or quoted as {} (a file DuckDB reads goes to \
+                     --from-file)",
+                    if dialect == Dialect::Bigquery {
+                        " (PROJECT.DATASET.TABLE, the project may hold -)"
+                    } else {
+                        ""
+                    },
+                    dialect.quoting_rule()
+                )
+            })
+    }
+
+    /// The name as `dialect` reads it: bare parts as typed, the others quoted.
+    pub fn sql(&self, dialect: Dialect) -> String {
+        self.parts
+            .iter()
+            .map(|p| {
+                if p.quoted || p.name.contains('-') {
+                    dialect.quote(&p.name)
+                } else {
+                    p.name.clone()
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+}
+
+/// Splits `text` into parts, unescaping quoted ones; a bare part is checked by
+/// [`check_parts`], which knows how many parts there are.
+fn parse_parts(text: &str, dialect: Dialect) -> Result<Vec<Ident>, String> {
+    let open = dialect.quote_char();
+    let mut parts = Vec::new();
+    let mut chars = text.chars().peekable();
+    loop {
+        let mut name = String::new();
+        let quoted = chars.peek() == Some(&open);
+        if quoted {
+            chars.next();
+            loop {
+                match chars.next() {
+                    None => return Err(format!("the quote {open} is not closed")),
+                    Some('\\') if dialect == Dialect::Bigquery => match chars.next() {
+                        Some(c @ ('\\' | '`')) => name.push(c),
+                        _ => return Err("inside `…` only \\` and \\\\ are escapes".into()),
+                    },
+                    Some(c) if c == open => {
+                        if dialect != Dialect::Bigquery && chars.peek() == Some(&open) {
+                            chars.next();
+                            name.push(open);
+                        } else {
+                            break;
+                        }
+                    }
+                    Some(c) if c.is_control() => {
+                        return Err("a quoted name holds a control character".into());
+                    }
+                    Some(c) => name.push(c),
+                }
+            }
+            if name.is_empty() {
+                return Err("a quoted part is empty".into());
+            }
+        } else {
+            while let Some(&c) = chars.peek() {
+                if c == '.' {
+                    break;
+                }
+                if !(c.is_ascii_alphanumeric() || c == '_' || c == '-') {
+                    return Err(format!("{c:?} is not allowed in a bare name"));
+                }
+                name.push(c);
+                chars.next();
+            }
+        }
+        parts.push(Ident { name, quoted });
+        match chars.next() {
+            None => return Ok(parts),
+            Some('.') => {}
+            Some(c) => return Err(format!("{c:?} after a quoted part (expected . or the end)")),
+        }
+    }
+}
+
+/// The number of parts, and each bare part's spelling.
+fn check_parts(parts: Vec<Ident>, dialect: Dialect) -> Result<TableName, String> {
+    if parts.len() > 3 {
+        return Err(format!("{} parts, at most 3", parts.len()));
+    }
+    for (i, p) in parts.iter().enumerate().filter(|(_, p)| !p.quoted) {
+        let Some(first) = p.name.chars().next() else {
+            return Err("an empty part".into());
+        };
+        if first.is_ascii_digit() {
+            return Err(format!("{:?} starts with a digit", p.name));
+        }
+        let project = dialect == Dialect::Bigquery && i == 0 && parts.len() == 3;
+        if p.name.contains('-') && !(project && first != '-' && !p.name.ends_with('-')) {
+            return Err(format!("{:?} holds a - (quote it)", p.name));
+        }
+    }
+    Ok(TableName { parts })
+}
+
 impl Dialect {
+    /// A column's or a table part's name, quoted with the dialect's escape.
     fn quote(self, name: &str) -> String {
         match self {
-            Dialect::Bigquery | Dialect::Spark => format!("`{}`", name.replace('`', "``")),
+            Dialect::Bigquery => format!("`{}`", name.replace('\\', "\\\\").replace('`', "\\`")),
+            Dialect::Spark => format!("`{}`", name.replace('`', "``")),
             _ => format!("\"{}\"", name.replace('"', "\"\"")),
+        }
+    }
+
+    fn quote_char(self) -> char {
+        match self {
+            Dialect::Bigquery | Dialect::Spark => '`',
+            _ => '"',
+        }
+    }
+
+    /// How a quoted identifier is written, for error messages.
+    fn quoting_rule(self) -> &'static str {
+        match self {
+            Dialect::Bigquery => "`…` (\\` for a ` inside, \\\\ for a \\)",
+            Dialect::Spark => "`…` (`` for a ` inside)",
+            _ => "\"…\" (\"\" for a \" inside)",
         }
     }
 
@@ -77,6 +242,14 @@ impl Dialect {
         }
     }
 
+    /// A union without duplicates: BigQuery has no bare `UNION`.
+    fn union_distinct(self) -> &'static str {
+        match self {
+            Dialect::Bigquery => "UNION DISTINCT",
+            _ => "UNION",
+        }
+    }
+
     /// Seconds since 1970 of a timestamp, as a double.
     fn epoch(self, col: &str) -> String {
         match self {
@@ -100,15 +273,47 @@ impl Dialect {
     }
 }
 
-/// The query: its text ends with a newline and has no trailing semicolon issue for any engine.
-pub fn emit(o: &SqlOptions) -> Result<String, String> {
-    let d = o.dialect;
-    if o.table.trim().is_empty() || o.table.contains(';') {
-        return Err(format!(
-            "--table {:?}: give the table's name as the warehouse knows it (no `;`)",
-            o.table
-        ));
+/// What the query reads from: the table's name, or DuckDB's reader of the file.
+fn from_sql(o: &SqlOptions) -> Result<String, String> {
+    match &o.source {
+        Source::Table(t) => Ok(t.sql(o.dialect)),
+        Source::File(_) if o.dialect != Dialect::Duckdb => Err(format!(
+            "--from-file: only with --emit-sql duckdb (DuckDB reads the file itself); {} reads \
+             a table: give it with --table",
+            dialect_name(o.dialect)
+        )),
+        Source::File(path) => duckdb_reader(path),
     }
+}
+
+/// `read_csv`, `read_parquet` or `read_json_auto` of `path`, written as a string literal.
+fn duckdb_reader(path: &Path) -> Result<String, String> {
+    let shown = path.display();
+    let text = path
+        .to_str()
+        .ok_or_else(|| format!("--from-file {shown}: the path is not UTF-8"))?;
+    if text.is_empty() || text.contains('\0') {
+        return Err(format!("--from-file {text:?}: not a file name"));
+    }
+    let literal = format!("'{}'", text.replace('\'', "''"));
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "csv" => Ok(format!("read_csv({literal}, header = true)")),
+        "parquet" => Ok(format!("read_parquet({literal})")),
+        "ndjson" | "jsonl" => Ok(format!("read_json_auto({literal})")),
+        _ => Err(format!(
+            "--from-file {shown}: name a .csv, .parquet or .ndjson (.jsonl) file"
+        )),
+    }
+}
+
+/// The `SELECT` list that reads one row of the log into `t, c, k, s, b, rp, w`.
+fn src_columns(o: &SqlOptions) -> String {
+    let d = o.dialect;
     let has = |c: OptionalColumn| !o.absent.contains(&c);
     let col = |name: &str| d.quote(name);
     let (text, double, int) = (d.text(), d.double(), d.int());
@@ -152,163 +357,253 @@ pub fn emit(o: &SqlOptions) -> Result<String, String> {
         format!("CAST(1.0 AS {double})")
     };
     let key = format!("CAST({} AS {text})", col(&o.columns.key));
-    let key_len = d.byte_length("k");
-    let thresholds = fixed_thresholds()
+    format!(
+        "{time} AS t, {caller} AS c, {key} AS k, {status} AS s, {bytes} AS b, {replayed} AS rp, {weight} AS w"
+    )
+}
+
+/// The delays the counted weight is split at: the fixed ones and the supported horizon, once
+/// each (the horizon may equal a fixed threshold).
+fn thresholds_sql(d: Dialect) -> String {
+    let double = d.double();
+    fixed_thresholds()
         .iter()
         .map(|t| format!("SELECT CAST({t} AS {double}) AS at"))
         .chain(["SELECT supported AS at FROM horizon".to_string()])
         .collect::<Vec<_>>()
-        // UNION, not UNION ALL: the supported horizon may equal a fixed threshold.
-        .join("\n  UNION ");
-    let null_text = format!("CAST(NULL AS {text})");
-    let null_double = format!("CAST(NULL AS {double})");
-    let null_int = format!("CAST(NULL AS {int})");
-    let row = |stat: &str, label: &str, at: &str, n: &str, w: &str, w2: &str, rest: &str| {
-        format!(
-            "SELECT CAST('{stat}' AS {text}) AS stat, {label} AS label, CAST({at} AS {double}) AS at, CAST({n} AS {int}) AS n, CAST({w} AS {double}) AS w, CAST({w2} AS {double}) AS w2 {rest}"
-        )
-    };
-    let (nt, nd, ni) = (null_text.as_str(), null_double.as_str(), null_int.as_str());
-    let label = |v: &str| format!("CAST('{v}' AS {text})");
-    let [first_min, first_max, log_min, log_max] =
-        ["first_min", "first_max", "log_min", "log_max"].map(label);
-    let stats = [
-        row("rows", nt, nd, "COUNT(*)", nd, nd, "FROM src"),
-        row(
-            "left_out",
-            nt,
-            nd,
-            "COUNT(*)",
-            nd,
-            nd,
-            "FROM src WHERE t IS NULL OR k IS NULL OR k = ''",
-        ),
-        row("keys", nt, nd, "COUNT(*)", nd, nd, "FROM firsts"),
-        row("span", &first_min, "first_min", ni, nd, nd, "FROM spans"),
-        row("span", &first_max, "first_max", ni, nd, nd, "FROM spans"),
-        row("span", &log_min, "log_min", ni, nd, nd, "FROM spans"),
-        row("span", &log_max, "log_max", ni, nd, nd, "FROM spans"),
-        row(
-            "weighted",
-            nt,
-            nd,
-            "COALESCE(MAX(CASE WHEN w <> 1.0 THEN 1 ELSE 0 END), 0)",
-            nd,
-            nd,
-            "FROM ok",
-        ),
-        row("intents", nt, nd, "COUNT(*)", "SUM(w0)", "SUM(w0 * w0)", "FROM firsts"),
-        row(
-            "timed_out",
-            nt,
-            nd,
-            "COUNT(*)",
-            "SUM(w0)",
-            "SUM(w0 * w0)",
-            "FROM firsts WHERE s0 = 0",
-        ),
-        row(
-            "hour",
-            nt,
-            "hour",
-            "COUNT(*)",
-            "SUM(w0)",
-            nd,
-            "FROM (SELECT FLOOR((t0 - 86400 * FLOOR(t0 / 86400)) / 3600) AS hour, w0 FROM firsts) hours GROUP BY hour",
-        ),
-        row("callers", nt, nd, "COUNT(DISTINCT c)", nd, nd, "FROM firsts"),
-        row(
-            "caller",
-            "c",
-            nd,
-            ni,
-            "cw",
-            nd,
-            "FROM (SELECT c, SUM(w0) AS cw FROM firsts GROUP BY c ORDER BY cw DESC, c LIMIT 10) top_callers",
-        ),
-        row(
-            "done",
-            nt,
-            nd,
-            "COUNT(*)",
-            "SUM(w0)",
-            "SUM(w0 * w0)",
-            "FROM answered WHERE is_done = 1",
-        ),
-        row(
-            "not_done",
-            nt,
-            nd,
-            "COUNT(*)",
-            "SUM(w0)",
-            "SUM(w0 * w0)",
-            "FROM answered WHERE is_done = 0",
-        ),
-        row("retries", nt, "MAX(d)", "COUNT(*)", nd, nd, "FROM later"),
-        row(
-            "retried_keys",
-            nt,
-            nd,
-            "COUNT(*)",
-            nd,
-            nd,
-            "FROM (SELECT DISTINCT c, k FROM later) retried",
-        ),
-        row("supported_horizon", nt, "supported", ni, nd, nd, "FROM horizon"),
-        row(
-            "counted",
-            nt,
-            "MAX(d)",
-            "COUNT(*)",
-            "SUM(w0)",
-            "SUM(w0 * w0)",
-            "FROM counted",
-        ),
-        row(
-            "counted_min_positive",
-            nt,
-            "MIN(d)",
-            "COUNT(*)",
-            nd,
-            nd,
-            "FROM counted WHERE d > 0",
-        ),
-        row(
-            "counted_within",
-            nt,
-            "th.at",
-            "SUM(CASE WHEN cd.d <= th.at THEN 1 ELSE 0 END)",
-            "SUM(CASE WHEN cd.d <= th.at THEN cd.w0 ELSE 0 END)",
-            "SUM(CASE WHEN cd.d <= th.at THEN cd.w0 * cd.w0 ELSE 0 END)",
-            "FROM thresholds th CROSS JOIN counted cd GROUP BY th.at",
-        ),
-        row(
-            "key_bytes",
-            nt,
-            "kb",
-            "COUNT(*)",
-            "SUM(w0)",
-            nd,
-            "FROM firsts GROUP BY kb",
-        ),
-        row(
-            "response_bytes",
-            nt,
-            "b",
-            "COUNT(*)",
-            "SUM(w0)",
-            nd,
-            "FROM sizes GROUP BY b",
-        ),
-    ]
-    .join("\nUNION ALL\n");
+        .join(&format!("\n  {} ", d.union_distinct()))
+}
+
+/// One result row per statistic: `stat`, then the SQL of `label`, `at`, `n`, `w`, `w2` (each
+/// cast to the result's column type) and the `FROM …` it is computed over.
+const STATS: [[&str; 7]; 23] = [
+    [
+        "rows", "NULL", "NULL", "COUNT(*)", "NULL", "NULL", "FROM src",
+    ],
+    [
+        "left_out",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "NULL",
+        "NULL",
+        "FROM src WHERE t IS NULL OR k IS NULL OR k = ''",
+    ],
+    [
+        "keys",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "NULL",
+        "NULL",
+        "FROM firsts",
+    ],
+    [
+        "span",
+        "'first_min'",
+        "first_min",
+        "NULL",
+        "NULL",
+        "NULL",
+        "FROM spans",
+    ],
+    [
+        "span",
+        "'first_max'",
+        "first_max",
+        "NULL",
+        "NULL",
+        "NULL",
+        "FROM spans",
+    ],
+    [
+        "span",
+        "'log_min'",
+        "log_min",
+        "NULL",
+        "NULL",
+        "NULL",
+        "FROM spans",
+    ],
+    [
+        "span",
+        "'log_max'",
+        "log_max",
+        "NULL",
+        "NULL",
+        "NULL",
+        "FROM spans",
+    ],
+    [
+        "weighted",
+        "NULL",
+        "NULL",
+        "COALESCE(MAX(CASE WHEN w <> 1.0 THEN 1 ELSE 0 END), 0)",
+        "NULL",
+        "NULL",
+        "FROM ok",
+    ],
+    [
+        "intents",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "SUM(w0)",
+        "SUM(w0 * w0)",
+        "FROM firsts",
+    ],
+    [
+        "timed_out",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "SUM(w0)",
+        "SUM(w0 * w0)",
+        "FROM firsts WHERE s0 = 0",
+    ],
+    [
+        "hour",
+        "NULL",
+        "hour",
+        "COUNT(*)",
+        "SUM(w0)",
+        "NULL",
+        "FROM (SELECT FLOOR((t0 - 86400 * FLOOR(t0 / 86400)) / 3600) AS hour, w0 FROM firsts) hours GROUP BY hour",
+    ],
+    [
+        "callers",
+        "NULL",
+        "NULL",
+        "COUNT(DISTINCT c)",
+        "NULL",
+        "NULL",
+        "FROM firsts",
+    ],
+    [
+        "caller",
+        "c",
+        "NULL",
+        "NULL",
+        "cw",
+        "NULL",
+        "FROM (SELECT c, SUM(w0) AS cw FROM firsts GROUP BY c ORDER BY cw DESC, c LIMIT 10) top_callers",
+    ],
+    [
+        "done",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "SUM(w0)",
+        "SUM(w0 * w0)",
+        "FROM answered WHERE is_done = 1",
+    ],
+    [
+        "not_done",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "SUM(w0)",
+        "SUM(w0 * w0)",
+        "FROM answered WHERE is_done = 0",
+    ],
+    [
+        "retries",
+        "NULL",
+        "MAX(d)",
+        "COUNT(*)",
+        "NULL",
+        "NULL",
+        "FROM later",
+    ],
+    [
+        "retried_keys",
+        "NULL",
+        "NULL",
+        "COUNT(*)",
+        "NULL",
+        "NULL",
+        "FROM (SELECT DISTINCT c, k FROM later) retried",
+    ],
+    [
+        "supported_horizon",
+        "NULL",
+        "supported",
+        "NULL",
+        "NULL",
+        "NULL",
+        "FROM horizon",
+    ],
+    [
+        "counted",
+        "NULL",
+        "MAX(d)",
+        "COUNT(*)",
+        "SUM(w0)",
+        "SUM(w0 * w0)",
+        "FROM counted",
+    ],
+    [
+        "counted_min_positive",
+        "NULL",
+        "MIN(d)",
+        "COUNT(*)",
+        "NULL",
+        "NULL",
+        "FROM counted WHERE d > 0",
+    ],
+    [
+        "counted_within",
+        "NULL",
+        "th.at",
+        "SUM(CASE WHEN cd.d <= th.at THEN 1 ELSE 0 END)",
+        "SUM(CASE WHEN cd.d <= th.at THEN cd.w0 ELSE 0 END)",
+        "SUM(CASE WHEN cd.d <= th.at THEN cd.w0 * cd.w0 ELSE 0 END)",
+        "FROM thresholds th CROSS JOIN counted cd GROUP BY th.at",
+    ],
+    [
+        "key_bytes",
+        "NULL",
+        "kb",
+        "COUNT(*)",
+        "SUM(w0)",
+        "NULL",
+        "FROM firsts GROUP BY kb",
+    ],
+    [
+        "response_bytes",
+        "NULL",
+        "b",
+        "COUNT(*)",
+        "SUM(w0)",
+        "NULL",
+        "FROM sizes GROUP BY b",
+    ],
+];
+
+/// The final `SELECT`: every row of [`STATS`], one `UNION ALL` apart.
+fn stats_sql(d: Dialect) -> String {
+    let (text, double, int) = (d.text(), d.double(), d.int());
+    STATS
+        .iter()
+        .map(|[stat, label, at, n, w, w2, from]| {
+            format!(
+                "SELECT CAST('{stat}' AS {text}) AS stat, CAST({label} AS {text}) AS label, CAST({at} AS {double}) AS at, CAST({n} AS {int}) AS n, CAST({w} AS {double}) AS w, CAST({w2} AS {double}) AS w2 {from}"
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\nUNION ALL\n")
+}
+
+/// The query: one `WITH … SELECT` statement ending in a newline, without a semicolon.
+pub fn emit(o: &SqlOptions) -> Result<String, String> {
+    let d = o.dialect;
     let order = "ORDER BY t, s, COALESCE(b, 4294967295), rp, w";
     Ok(format!(
         "-- idemcalc fit --emit-sql {dialect}: the sufficient statistics of a request log.
 -- Save the result as CSV or Parquet and run: idemcalc fit --aggregates RESULT.csv --out SCENARIO.toml
 WITH src AS (
-  SELECT {time} AS t, {caller} AS c, {key} AS k, {status} AS s, {bytes} AS b, {replayed} AS rp, {weight} AS w
-  FROM {table}
+  SELECT {columns}
+  FROM {from}
 ),
 ok AS (SELECT * FROM src WHERE t IS NOT NULL AND k IS NOT NULL AND k <> ''),
 ranked AS (SELECT ok.*, ROW_NUMBER() OVER (PARTITION BY c, k {order}) AS n FROM ok),
@@ -353,7 +648,11 @@ sizes AS (
 {stats}
 ",
         dialect = dialect_name(d),
-        table = o.table.trim(),
+        columns = src_columns(o),
+        from = from_sql(o)?,
+        key_len = d.byte_length("k"),
+        thresholds = thresholds_sql(d),
+        stats = stats_sql(d),
         done_within = DONE_WITHIN_S,
     ))
 }
