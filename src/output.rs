@@ -8,7 +8,8 @@
 //! - an existing file or non-empty directory this tool did not write is refused unless
 //!   `--force` is given. What marks a file or a directory as ours is the caller's [`Target`]
 //!   (`ours`, and `mark` to say it in the error): fit's header comment, `summary.json`, the
-//!   tables' CSV header, the page's generator tag. An empty file is replaced: nothing is lost;
+//!   tables' CSV header, the page's generator tag. An empty file, or a directory holding only
+//!   hidden files (`.gitkeep`), is written over: nothing is lost;
 //! - a symbolic link at the target is refused, `--force` or not: a planted link would
 //!   otherwise send the output to the file it points to;
 //! - a file is written to a temporary file beside the target and renamed over it, so a failed
@@ -151,11 +152,15 @@ pub fn check(target: &Target, force: bool, inputs: &[Input]) -> Result<(), Outpu
 }
 
 /// Whether an existing, non-link `path` may be replaced without `--force`: ours, or holding
-/// nothing (an empty file or directory).
+/// nothing (an empty file; a directory with nothing but hidden files, such as the
+/// repository's `reports/.gitkeep`).
 fn foreign_ok(target: &Target, meta: &Metadata) -> bool {
     let empty = match target.kind {
         Kind::File => meta.len() == 0,
-        Kind::Dir => std::fs::read_dir(target.path).is_ok_and(|mut d| d.next().is_none()),
+        Kind::Dir => std::fs::read_dir(target.path).is_ok_and(|d| {
+            d.flatten()
+                .all(|e| e.file_name().as_encoded_bytes().starts_with(b"."))
+        }),
     };
     empty || (target.ours)(target.path)
 }
@@ -359,6 +364,24 @@ mod tests {
         assert_eq!(std::fs::read(&path).unwrap(), b"new");
         let leftovers = std::fs::read_dir(dir.path()).unwrap().count();
         assert_eq!(leftovers, 1, "no temporary file left behind");
+    }
+
+    #[test]
+    fn a_directory_of_hidden_files_is_empty_and_others_need_force() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join(".gitkeep"), b"").unwrap();
+        let target = Target {
+            flag: "--out",
+            path: dir.path(),
+            kind: Kind::Dir,
+            ours: &never,
+            mark: "test",
+        };
+        check(&target, false, &[]).unwrap();
+        std::fs::write(dir.path().join("notes.md"), b"mine").unwrap();
+        let e = check(&target, false, &[]).unwrap_err().to_string();
+        assert!(e.contains("--force"), "{e}");
+        check(&target, true, &[]).unwrap();
     }
 
     #[test]

@@ -147,6 +147,17 @@ pub fn is_tables_dir(dir: &Path) -> bool {
 /// Writes `<prefix>series`, `<prefix>outcomes` and `<prefix>figures` as CSV and Parquet into
 /// `dir` (created if needed); returns the files written.
 pub fn write_all(dir: &Path, prefix: &str, r: &SimReport) -> Result<Vec<PathBuf>, TableError> {
+    // The report's `tables/` is not checked by `crate::output::check` as its `--out` is: a link
+    // planted there would send the tables wherever it points.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(TableError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is a symbolic link; idemcalc does not write through links",
+            ),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
         path: dir.to_path_buf(),
         source,

@@ -183,6 +183,9 @@ fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()>
         },
         None => args.db.clone(),
     };
+    // The run's inputs, which the --out directory may not hold either. It may hold the SQLite
+    // store, the --report page or the request log (state and outputs, not inputs): the files
+    // are only checked not to be any of them.
     let mut inputs: Vec<Input> = Vec::new();
     if let Some(path) = &args.scenario {
         inputs.push(Input {
@@ -195,6 +198,17 @@ fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()>
             what: "--retry-cdf",
             path,
         });
+    }
+    // The directory first: it is created here, and the files may go into it.
+    if let Some(dir) = &args.out {
+        let target = Target {
+            flag: "--out",
+            path: dir,
+            kind: Kind::Dir,
+            ours: &crate::tables::is_tables_dir,
+            mark: "no figures.csv with idemcalc's header in it",
+        };
+        crate::output::check(&target, args.force, &inputs)?;
     }
     if let Some(path) = &store {
         inputs.push(Input {
@@ -212,10 +226,6 @@ fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()>
                    idempotency_key, status, response_bytes, replayed, weight",
         };
         crate::output::check(&target, args.force, &inputs)?;
-        inputs.push(Input {
-            what: "--request-log",
-            path,
-        });
     }
     if let Some(path) = &args.report {
         let ours = |p: &Path| crate::output::contains(&crate::output::head(p, 1024), PAGE_MARK);
@@ -227,21 +237,15 @@ fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()>
             mark: "a page idemcalc wrote carries <meta name=\"generator\" content=\"idemcalc \
                    report\"> in its head",
         };
-        crate::output::check(&target, args.force, &inputs)?;
-        inputs.push(Input {
-            what: "--report",
-            path,
-        });
-    }
-    if let Some(dir) = &args.out {
-        let target = Target {
-            flag: "--out",
-            path: dir,
-            kind: Kind::Dir,
-            ours: &crate::tables::is_tables_dir,
-            mark: "no figures.csv with idemcalc's header in it",
-        };
-        crate::output::check(&target, args.force, &inputs)?;
+        // Not the same file as the request log either.
+        let mut others = inputs.clone();
+        if let Some(log) = &settings.traffic.request_log {
+            others.push(Input {
+                what: "--request-log",
+                path: log,
+            });
+        }
+        crate::output::check(&target, args.force, &others)?;
     }
     Ok(())
 }
