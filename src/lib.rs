@@ -13,6 +13,7 @@ pub mod fit;
 pub mod format;
 pub mod input;
 pub mod model;
+pub mod output;
 pub mod payload;
 pub mod report;
 pub mod run;

@@ -14,8 +14,6 @@ use polars::df;
 use polars::prelude::{DataFrame, PolarsError};
 #[cfg(feature = "tables")]
 use polars_io::prelude::{CsvWriter, ParquetWriter, SerWriter};
-#[cfg(feature = "tables")]
-use std::fs::File;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -95,29 +93,71 @@ pub fn figures(r: &SimReport) -> Result<DataFrame, PolarsError> {
 fn write_both(dir: &Path, stem: &str, mut frame: DataFrame) -> Result<Vec<PathBuf>, TableError> {
     let csv = dir.join(format!("{stem}.csv"));
     let parquet = dir.join(format!("{stem}.parquet"));
-    let io = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| TableError::Io { path, source }
-    };
-    let pl = |path: &Path| {
-        let path = path.to_path_buf();
-        move |source| TableError::Polars { path, source }
-    };
-    let mut f = File::create(&csv).map_err(io(&csv))?;
-    CsvWriter::new(&mut f)
-        .finish(&mut frame)
-        .map_err(pl(&csv))?;
-    let f = File::create(&parquet).map_err(io(&parquet))?;
-    ParquetWriter::new(f)
-        .finish(&mut frame)
-        .map_err(pl(&parquet))?;
+    write_one(&csv, |f| CsvWriter::new(f).finish(&mut frame))?;
+    write_one(&parquet, |f| {
+        ParquetWriter::new(f).finish(&mut frame).map(drop)
+    })?;
     Ok(vec![csv, parquet])
+}
+
+/// One table file, through `crate::output` (a temporary file renamed over the old one; never
+/// through a symbolic link), keeping polars' error as polars'.
+#[cfg(feature = "tables")]
+fn write_one(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> Result<(), PolarsError>,
+) -> Result<(), TableError> {
+    let mut polars = None;
+    let written = crate::output::write_with(path, |f| {
+        write(f).map_err(|e| {
+            polars = Some(e);
+            std::io::Error::other("polars could not write the table")
+        })
+    });
+    match (written, polars) {
+        (_, Some(source)) => Err(TableError::Polars {
+            path: path.to_path_buf(),
+            source,
+        }),
+        (Err(source), None) => Err(TableError::Io {
+            path: path.to_path_buf(),
+            source,
+        }),
+        (Ok(()), None) => Ok(()),
+    }
+}
+
+/// The header of every `figures.csv` [`write_all`] writes.
+const FIGURES_HEADER: &[u8] = b"figure,estimate,ci95_low,ci95_high,analytic\n";
+
+/// Whether `dir` holds tables [`write_all`] wrote, so `simulate --out` may write into it
+/// again without `--force`: a `figures.csv` (or `<prefix>figures.csv`) that begins with the
+/// figures table's header.
+pub fn is_tables_dir(dir: &Path) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries.flatten().any(|e| {
+        e.file_name().to_string_lossy().ends_with("figures.csv")
+            && crate::output::head(&e.path(), FIGURES_HEADER.len() as u64) == FIGURES_HEADER
+    })
 }
 
 #[cfg(feature = "tables")]
 /// Writes `<prefix>series`, `<prefix>outcomes` and `<prefix>figures` as CSV and Parquet into
 /// `dir` (created if needed); returns the files written.
 pub fn write_all(dir: &Path, prefix: &str, r: &SimReport) -> Result<Vec<PathBuf>, TableError> {
+    // The report's `tables/` is not checked by `crate::output::check` as its `--out` is: a link
+    // planted there would send the tables wherever it points.
+    if std::fs::symlink_metadata(dir).is_ok_and(|m| m.file_type().is_symlink()) {
+        return Err(TableError::Io {
+            path: dir.to_path_buf(),
+            source: std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "is a symbolic link; idemcalc does not write through links",
+            ),
+        });
+    }
     std::fs::create_dir_all(dir).map_err(|source| TableError::Io {
         path: dir.to_path_buf(),
         source,

@@ -178,8 +178,8 @@ pub fn run(args: &BenchArgs) -> anyhow::Result<i32> {
     });
     let report = bench::run(&config)?;
     match args.format {
-        Format::Table => print!("{}", bench::render_table(&report)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => super::print(&bench::render_table(&report))?,
+        Format::Json => super::print(&(serde_json::to_string_pretty(&report)? + "\n"))?,
     }
     // A failed check outranks the interruption: it is what the user must not miss.
     Ok(if !report.ok {

@@ -3,10 +3,6 @@
 //! Flags are checked once (the settings table names the flag and the value); the run's
 //! [`Plan`] then evaluates the model once, as it does for `simulate`.
 
-use std::io::Write as _;
-
-use anyhow::Context as _;
-
 use super::Format;
 use crate::decision::{self, DecisionInputs, Recommendation};
 use crate::model::Estimate;
@@ -82,12 +78,7 @@ pub fn run(args: &EstimateArgs) -> anyhow::Result<()> {
             text::estimate(estimate, &source) + &text::decision(&recommendation)
         }
     };
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        // `idemcalc estimate | head` closing the pipe early is not an error.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
-        other => Ok(other.context("cannot write to stdout")?),
-    }
+    super::print(&text)
 }
 
 /// The estimate's JSON: the model's figures, then the decision under `decision`.

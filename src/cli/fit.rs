@@ -1,11 +1,12 @@
 //! `idemcalc fit LOG…`: request logs in, a scenario file and a summary out.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::Context as _;
 
 use super::Format;
 use crate::fit::{self, Columns, FitOptions, TimeUnit};
+use crate::output::{Input, Kind, Target};
 
 #[derive(Debug, clap::Args)]
 pub struct FitArgs {
@@ -49,6 +50,11 @@ pub struct FitArgs {
     /// Write the fitted scenario here (e.g. my-system.toml); `idemcalc report` runs it as is.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Replace an existing --out file that `idemcalc fit` did not write (one it wrote, starting
+    /// with its header comment, is replaced without it). An input log and a symbolic link are
+    /// refused even so.
+    #[arg(long)]
+    pub force: bool,
     /// The scenario's name (default: the --out file's stem).
     #[arg(long)]
     pub name: Option<String>,
@@ -112,7 +118,7 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
             absent: args.without.clone(),
         })
         .map_err(anyhow::Error::msg)?;
-        print!("{sql}");
+        super::print(&sql)?;
         return Ok(0);
     }
     let options = FitOptions {
@@ -121,7 +127,30 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         max_rows_in_memory: args.max_rows_in_memory.map(|n| n as usize),
     };
     if let Some(out) = &args.out {
-        super::check_output_file(out, "--out")?;
+        let mut inputs: Vec<Input> = args
+            .logs
+            .iter()
+            .map(|path| Input { what: "LOG", path })
+            .collect();
+        if let Some(path) = &args.aggregates {
+            inputs.push(Input {
+                what: "--aggregates",
+                path,
+            });
+        }
+        let ours = |path: &Path| {
+            crate::output::head(path, fit::SCENARIO_HEADER.len() as u64)
+                == fit::SCENARIO_HEADER.as_bytes()
+        };
+        let target = Target {
+            flag: "--out",
+            path: out,
+            kind: Kind::File,
+            ours: &ours,
+            mark: "a scenario `idemcalc fit` wrote starts with its header comment, `# Fitted by \
+                   `idemcalc fit``",
+        };
+        crate::output::check(&target, args.force, &inputs)?;
     }
     let started = std::time::Instant::now();
     let f = match &args.aggregates {
@@ -139,19 +168,19 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         // What `report` will do with it: refuse now rather than there.
         crate::scenario::Scenario::parse(out, &text)
             .context("the fitted scenario does not load (a bug in fit; please report it)")?;
-        std::fs::write(out, text)
-            .with_context(|| format!("{}: cannot write the scenario", out.display()))?;
+        crate::output::write(out, text.as_bytes())
+            .with_context(|| format!("--out {}: cannot write the scenario", out.display()))?;
     }
     match args.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&f)?),
+        Format::Json => super::print(&(serde_json::to_string_pretty(&f)? + "\n"))?,
         Format::Table => {
-            print!("{}", f.summary());
+            super::print(&f.summary())?;
             if let Some(out) = &args.out {
-                println!(
-                    "\nWrote {} ({:.1} s).",
+                super::print(&format!(
+                    "\nWrote {} ({:.1} s).\n",
                     out.display(),
                     elapsed.as_secs_f64()
-                );
+                ))?;
             }
         }
     }

@@ -12,7 +12,6 @@ pub(crate) mod scenario;
 pub(crate) mod simulate;
 
 use clap::{Parser, Subcommand};
-use std::path::Path;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -77,6 +76,8 @@ pub fn main() -> i32 {
     };
     match result {
         Ok(code) => code,
+        // The reader of stdout went away (`| head`): nothing to say, and no one to say it to.
+        Err(e) if e.chain().any(|c| c.is::<StdoutClosed>()) => 0,
         Err(e) => {
             eprintln!("error: {}", error_chain(&e));
             let store_failed = e.chain().any(|c| {
@@ -111,43 +112,31 @@ fn error_chain(e: &anyhow::Error) -> String {
     text
 }
 
-/// Creates `dir` if needed and checks that a file can be written in it, before any work: a
-/// report to a read-only place failed after simulating for tens of seconds.
-pub(crate) fn check_output_dir(dir: &Path, flag: &str) -> anyhow::Result<()> {
-    std::fs::create_dir_all(dir).map_err(|e| {
-        anyhow::anyhow!("{flag} {}: cannot create the directory: {e}", dir.display())
-    })?;
-    probe(dir).map_err(|e| anyhow::anyhow!("{flag} {}: cannot write here: {e}", dir.display()))
-}
+/// Standard output was closed by its reader (`idemcalc simulate | head`, `| true`): not an
+/// error. [`print`] returns it and [`main`] ends the program quietly with exit 0.
+#[derive(Debug, thiserror::Error)]
+#[error("standard output was closed")]
+pub(crate) struct StdoutClosed;
 
-/// Checks that the file `path` can be written (its directory exists and takes a file; the path
-/// is not a directory), before any work.
-pub(crate) fn check_output_file(path: &Path, flag: &str) -> anyhow::Result<()> {
-    if path.is_dir() {
-        anyhow::bail!(
-            "{flag} {}: is a directory; give a file name",
-            path.display()
-        );
+/// Prints `text` to standard output; every subcommand prints through here, never `print!`,
+/// which panics ("failed printing to stdout: Broken pipe", exit 101) when the reader has gone.
+///
+/// Why not restore SIGPIPE's default disposition at start-up, as C tools run with it, so a
+/// closed pipe kills the process (exit 141)? Rust starts with SIGPIPE ignored, and the store
+/// clients rely on that: `postgres` (over tokio) writes its socket with `writev` and Unix-socket
+/// connections with `write`, neither of which takes `MSG_NOSIGNAL`, so with the default
+/// disposition a server that closes the connection mid-run would kill `idemcalc` by SIGPIPE,
+/// silently, instead of the named error and exit 3 a lost store gives. So SIGPIPE stays
+/// ignored, a write to a closed pipe fails with `BrokenPipe`, and that one error on stdout
+/// becomes [`StdoutClosed`]: everything the run writes to files is written before it prints.
+pub(crate) fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Err(StdoutClosed.into()),
+        Err(e) => Err(anyhow::Error::new(e).context("cannot write to standard output")),
+        Ok(()) => Ok(()),
     }
-    let dir = match path.parent() {
-        Some(p) if !p.as_os_str().is_empty() => p,
-        _ => Path::new("."),
-    };
-    if !dir.is_dir() {
-        anyhow::bail!(
-            "{flag} {}: the directory {} does not exist",
-            path.display(),
-            dir.display()
-        );
-    }
-    probe(dir).map_err(|e| anyhow::anyhow!("{flag} {}: cannot write there: {e}", path.display()))
-}
-
-/// Writes and removes a probe file in `dir`.
-fn probe(dir: &Path) -> std::io::Result<()> {
-    let probe = dir.join(format!(".idemcalc-write-check-{}", std::process::id()));
-    std::fs::write(&probe, b"")?;
-    std::fs::remove_file(&probe)
 }
 
 /// How a subcommand prints its result.

@@ -4,11 +4,12 @@
 //! each broken budget is listed with its figure and limit); 2 bad input (a scenario file, an
 //! unwritable directory); 130 interrupted by Ctrl-C (what was simulated so far is written).
 
+use crate::output::{Input, Kind, Target};
 use crate::report::{self, BenchResults};
 use crate::sim::replay::Progress;
 use crate::store::{StoreOptions, Stores};
 use anyhow::bail;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Instant;
 
@@ -21,6 +22,11 @@ pub struct ReportArgs {
     /// needed).
     #[arg(long, value_name = "DIR", default_value = "reports")]
     pub out: PathBuf,
+    /// Write into an existing, non-empty --out directory that holds no summary.json (files of
+    /// the same names are replaced, others left alone). An input of the run (a scenario,
+    /// --baseline, --bench) inside it and a symbolic link are refused even so.
+    #[arg(long)]
+    pub force: bool,
     /// A previous report's summary.json: each figure's change is shown with its interval,
     /// marked only when larger than sampling explains, and `[budgets] max_store_growth` fails
     /// the job on a real growth of the store above it.
@@ -73,7 +79,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
             args.scenarios.display()
         );
     }
-    super::check_output_dir(&args.out, "--out")?;
+    check_out(args)?;
     if args.compare_store.len() > MAX_COMPARED_STORES {
         bail!(
             "--compare-store: at most {MAX_COMPARED_STORES} stores, not {}",
@@ -150,14 +156,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     if !args.quiet {
         let md = report::MarkdownExporter;
         use report::Exporter as _;
-        print!("{}", String::from_utf8_lossy(&md.serialize(&summary)?));
-        println!(
-            "\nWrote {} files to {} in {:.1} s: {}",
+        super::print(&String::from_utf8_lossy(&md.serialize(&summary)?))?;
+        super::print(&format!(
+            "\nWrote {} files to {} in {:.1} s: {}\n",
             written.len(),
             args.out.display(),
             started.elapsed().as_secs_f64(),
             args.out.join("index.html").display()
-        );
+        ))?;
     }
     if summary.interrupted {
         eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C:");
@@ -190,4 +196,38 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         return Ok(super::EXIT_BUDGET);
     }
     Ok(0)
+}
+
+/// Checks `--out` (`crate::output`) before any work: a directory a report was written to
+/// (it holds a `summary.json` with a `schema_version`), a new or an empty one, or with
+/// `--force` any directory; never a link, and never one holding an input of the run.
+fn check_out(args: &ReportArgs) -> anyhow::Result<()> {
+    let ours = |dir: &Path| {
+        let summary = crate::output::head(&dir.join("summary.json"), 256);
+        summary.starts_with(b"{") && crate::output::contains(&summary, b"\"schema_version\"")
+    };
+    let target = Target {
+        flag: "--out",
+        path: &args.out,
+        kind: Kind::Dir,
+        ours: &ours,
+        mark: "no summary.json of an earlier report in it",
+    };
+    let mut inputs = vec![Input {
+        what: "--scenarios",
+        path: &args.scenarios,
+    }];
+    if let Some(path) = &args.baseline {
+        inputs.push(Input {
+            what: "--baseline",
+            path,
+        });
+    }
+    if let Some(path) = &args.bench {
+        inputs.push(Input {
+            what: "--bench",
+            path,
+        });
+    }
+    Ok(crate::output::check(&target, args.force, &inputs)?)
 }

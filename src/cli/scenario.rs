@@ -50,8 +50,8 @@ pub fn run(args: &ScenarioArgs) -> anyhow::Result<i32> {
     stores.finish()?;
     let report = report?;
     match args.format {
-        Format::Table => print!("{}", timeline::render_table(&report)),
-        Format::Json => println!("{}", serde_json::to_string_pretty(&report)?),
+        Format::Table => super::print(&timeline::render_table(&report))?,
+        Format::Json => super::print(&(serde_json::to_string_pretty(&report)? + "\n"))?,
     }
     let inv = &report.invariants;
     let hold =

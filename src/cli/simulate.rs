@@ -1,5 +1,6 @@
 use super::Format;
 use crate::duration;
+use crate::output::{Input, Kind, Target};
 use crate::run::Plan;
 use crate::settings::Settings;
 use crate::settings::flags::Flags;
@@ -28,6 +29,11 @@ pub struct SimulateArgs {
     /// Write the time series and outcome tables (CSV and Parquet) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Replace outputs idemcalc did not write: an existing --report or --request-log file, or
+    /// files of the same names in a non-empty --out directory without idemcalc's figures.csv.
+    /// An input of the run and a symbolic link are refused even so.
+    #[arg(long)]
+    pub force: bool,
     /// Also write the one-page HTML report of this run to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
@@ -89,20 +95,14 @@ fn simulate_plan(args: &SimulateArgs, plan: &Plan, quiet: bool) -> anyhow::Resul
 pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     let settings = args.settings()?;
     if args.dry_run {
-        println!("{}", serde_json::to_string_pretty(&settings)?);
+        super::print(&(serde_json::to_string_pretty(&settings)? + "\n"))?;
         return Ok(0);
     }
     // Every output is checked before the simulation runs, not after it.
     if let Some(path) = &settings.traffic.request_log {
         crate::fit::log_kind(path)?;
-        super::check_output_file(path, "--request-log")?;
     }
-    if let Some(path) = &args.report {
-        super::check_output_file(path, "--report")?;
-    }
-    if let Some(dir) = &args.out {
-        super::check_output_dir(dir, "--out")?;
-    }
+    check_outputs(args, &settings)?;
     let plan = Plan::new(&settings)?;
     let reports = simulate_plan(args, &plan, args.quiet)?;
     if let Some(path) = &settings.traffic.request_log {
@@ -128,8 +128,8 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             stamp: crate::report::RunStamp::now(),
         }
         .serialize(&summary)?;
-        std::fs::write(path, html)
-            .with_context(|| format!("{}: cannot write the report", path.display()))?;
+        crate::output::write(path, &html)
+            .with_context(|| format!("--report {}: cannot write the report", path.display()))?;
     }
     match args.format {
         Format::Json => {
@@ -144,18 +144,15 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
                     o.insert("no_decision".into(), no_decision(&reports).into());
                 }
             }
-            println!("{}", serde_json::to_string_pretty(&value)?);
+            super::print(&(serde_json::to_string_pretty(&value)? + "\n"))?;
         }
         Format::Table => {
             for r in &reports {
-                print!("{}", crate::report::text::simulation(r));
+                super::print(&crate::report::text::simulation(r))?;
             }
             match decision {
-                Some(d) => print!("{}", crate::report::text::decision(d)),
-                None => print!(
-                    "{}",
-                    crate::report::text::no_decision(&no_decision(&reports))
-                ),
+                Some(d) => super::print(&crate::report::text::decision(d))?,
+                None => super::print(&crate::report::text::no_decision(&no_decision(&reports)))?,
             }
         }
     }
@@ -183,6 +180,87 @@ fn no_decision(reports: &[SimReport]) -> String {
         crate::format::approx_duration(r.simulated_seconds),
         crate::format::human_duration(r.arrival_seconds),
     )
+}
+
+/// What marks a page `--report` (or `report`) wrote: the generator tag in its head.
+const PAGE_MARK: &[u8] = br#"<meta name="generator" content="idemcalc report">"#;
+
+/// Checks `--out`, `--report` and `--request-log` (`crate::output`): none is an input of the
+/// run (the scenario, the retry CDF, the SQLite store) or another of these outputs, none is a
+/// link, and none replaces what idemcalc did not write unless `--force`.
+fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()> {
+    let store = match &args.store {
+        Some(spec) => match crate::store::StoreSpec::parse(spec) {
+            Ok(crate::store::StoreSpec::Sqlite(path)) => Some(path),
+            _ => None,
+        },
+        None => args.db.clone(),
+    };
+    // The run's inputs, which the --out directory may not hold either. It may hold the SQLite
+    // store, the --report page or the request log (state and outputs, not inputs): the files
+    // are only checked not to be any of them.
+    let mut inputs: Vec<Input> = Vec::new();
+    if let Some(path) = &args.scenario {
+        inputs.push(Input {
+            what: "--scenario",
+            path,
+        });
+    }
+    if let Some(path) = &settings.retry.cdf {
+        inputs.push(Input {
+            what: "--retry-cdf",
+            path,
+        });
+    }
+    // The directory first: it is created here, and the files may go into it.
+    if let Some(dir) = &args.out {
+        let target = Target {
+            flag: "--out",
+            path: dir,
+            kind: Kind::Dir,
+            ours: &crate::tables::is_tables_dir,
+            mark: "no figures.csv with idemcalc's header in it",
+        };
+        crate::output::check(&target, args.force, &inputs)?;
+    }
+    if let Some(path) = &store {
+        inputs.push(Input {
+            what: "store",
+            path,
+        });
+    }
+    if let Some(path) = &settings.traffic.request_log {
+        let target = Target {
+            flag: "--request-log",
+            path,
+            kind: Kind::File,
+            ours: &crate::fit::is_request_log,
+            mark: "a request log idemcalc wrote has exactly the columns time, caller, \
+                   idempotency_key, status, response_bytes, replayed, weight",
+        };
+        crate::output::check(&target, args.force, &inputs)?;
+    }
+    if let Some(path) = &args.report {
+        let ours = |p: &Path| crate::output::contains(&crate::output::head(p, 1024), PAGE_MARK);
+        let target = Target {
+            flag: "--report",
+            path,
+            kind: Kind::File,
+            ours: &ours,
+            mark: "a page idemcalc wrote carries <meta name=\"generator\" content=\"idemcalc \
+                   report\"> in its head",
+        };
+        // Not the same file as the request log either.
+        let mut others = inputs.clone();
+        if let Some(log) = &settings.traffic.request_log {
+            others.push(Input {
+                what: "--request-log",
+                path: log,
+            });
+        }
+        crate::output::check(&target, args.force, &others)?;
+    }
+    Ok(())
 }
 
 /// Replays the first retention's first replicate again, on a scratch store, with the request

@@ -17,7 +17,7 @@ pub fn write_log(path: &Path, rows: &[LogRow]) -> Result<(), FitError> {
             text.push_str(&serde_json::to_string(r).map_err(|e| err(&e))?);
             text.push('\n');
         }
-        return std::fs::write(path, text).map_err(|e| err(&e));
+        return crate::output::write(path, text.as_bytes()).map_err(|e| err(&e));
     }
     write_table(path, fmt, rows)
 }
@@ -38,14 +38,58 @@ fn write_table(path: &Path, fmt: &str, rows: &[LogRow]) -> Result<(), FitError> 
         "weight" => rows.iter().map(|r| r.weight).collect::<Vec<_>>(),
     )
     .map_err(|e| err(&e))?;
-    let file = std::fs::File::create(path).map_err(|e| err(&e))?;
-    if fmt == "csv" {
-        CsvWriter::new(file).finish(&mut frame).map_err(|e| err(&e))
-    } else {
-        ParquetWriter::new(file)
-            .finish(&mut frame)
-            .map(|_| ())
-            .map_err(|e| err(&e))
+    crate::output::write_with(path, |file| {
+        if fmt == "csv" {
+            CsvWriter::new(file)
+                .finish(&mut frame)
+                .map_err(std::io::Error::other)
+        } else {
+            ParquetWriter::new(file)
+                .finish(&mut frame)
+                .map(|_| ())
+                .map_err(std::io::Error::other)
+        }
+    })
+    .map_err(|e| err(&e))
+}
+
+/// The columns of every request log [`write_log`] writes, in order.
+const LOG_COLUMNS: [&str; 7] = [
+    "time",
+    "caller",
+    "idempotency_key",
+    "status",
+    "response_bytes",
+    "replayed",
+    "weight",
+];
+
+/// Whether `path` is a request log [`write_log`] wrote, so `simulate --request-log` may replace
+/// it without `--force`: a CSV whose first line is exactly the log's header, an NDJSON file
+/// whose first line is an object with exactly the log's fields, or a Parquet file
+/// (`PAR1` at both ends) whose footer names every column of the log.
+pub fn is_request_log(path: &Path) -> bool {
+    use crate::output::{contains, head, tail};
+    let first_line = |bytes: Vec<u8>| -> Vec<u8> {
+        let end = memchr::memchr(b'\n', &bytes).unwrap_or(bytes.len());
+        bytes[..end].to_vec()
+    };
+    match kind(path) {
+        Ok("csv") => first_line(head(path, 4096)) == LOG_COLUMNS.join(",").as_bytes(),
+        Ok("ndjson") => {
+            let line = first_line(head(path, 4096));
+            let Ok(serde_json::Value::Object(obj)) = serde_json::from_slice(&line) else {
+                return false;
+            };
+            obj.len() == LOG_COLUMNS.len() && LOG_COLUMNS.iter().all(|c| obj.contains_key(*c))
+        }
+        Ok("parquet") => {
+            let footer = tail(path, 64 * 1024);
+            head(path, 4) == b"PAR1"
+                && footer.ends_with(b"PAR1")
+                && LOG_COLUMNS.iter().all(|c| contains(&footer, c.as_bytes()))
+        }
+        _ => false,
     }
 }
 

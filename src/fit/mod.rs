@@ -40,9 +40,10 @@ mod summary;
 
 pub use columns::Columns;
 pub use estimate::{CallerShare, Estimate, SizeFit};
-pub use log::write_log;
+pub use log::{is_request_log, write_log};
 pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
+pub use scenario_file::SCENARIO_HEADER;
 
 pub use aggregates::{Aggregates, SizeCount, Spans, StatRow, Sum};
 pub use sql::{Dialect, OptionalColumn, Source, SqlOptions, TableName, emit as emit_sql};

@@ -550,12 +550,14 @@ impl<'o> Reader<'o> {
             buf.drain(..cut);
             // Every column as text: a malformed cell becomes one bad row instead of failing
             // the whole file on a type polars inferred from the first rows.
-            let df = CsvReadOptions::default()
-                .with_has_header(true)
-                .with_infer_schema_length(Some(0))
-                .into_reader_with_file_handle(std::io::Cursor::new(chunk))
-                .finish()
-                .map_err(|e| file_err(path, csv_message(&e.to_string())))?;
+            let df = polars_read(path, "CSV", || {
+                CsvReadOptions::default()
+                    .with_has_header(true)
+                    .with_infer_schema_length(Some(0))
+                    .into_reader_with_file_handle(std::io::Cursor::new(chunk))
+                    .finish()
+                    .map_err(|e| file_err(path, csv_message(&e.to_string())))
+            })?;
             self.read_frame(path, &df, offset)?;
             offset += df.height();
             self.spill_if_large(false)?;
@@ -593,10 +595,13 @@ impl<'o> Reader<'o> {
                 .map_err(|e| file_err(path, e.to_string()))
         };
         let mut reader = open()?;
-        let schema = reader.schema().map_err(|e| file_err(path, e.to_string()))?;
-        let total = reader
-            .num_rows()
-            .map_err(|e| file_err(path, e.to_string()))?;
+        let (schema, total) = polars_read(path, "Parquet", || {
+            let schema = reader.schema().map_err(|e| file_err(path, e.to_string()))?;
+            let total = reader
+                .num_rows()
+                .map_err(|e| file_err(path, e.to_string()))?;
+            Ok((schema, total))
+        })?;
         let c = &self.options.columns;
         let wanted: Vec<String> = c
             .all()
@@ -606,11 +611,12 @@ impl<'o> Reader<'o> {
             .collect();
         let mut offset = 0;
         loop {
-            let df = open()?
+            let reader = open()?
                 .with_columns(Some(wanted.clone()))
-                .with_slice(Some((offset, PARQUET_CHUNK_ROWS)))
-                .finish()
-                .map_err(|e| file_err(path, e.to_string()))?;
+                .with_slice(Some((offset, PARQUET_CHUNK_ROWS)));
+            let df = polars_read(path, "Parquet", || {
+                reader.finish().map_err(|e| file_err(path, e.to_string()))
+            })?;
             self.read_frame(path, &df, offset)?;
             offset += df.height();
             self.spill_if_large(false)?;
@@ -690,6 +696,56 @@ fn csv_message(polars: &str) -> String {
     }
 }
 
+/// Guarded polars reads under way: while one is, the panic hook says nothing (the panic
+/// becomes the read's error instead).
+#[cfg(feature = "tables")]
+static QUIET_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
+/// Runs one polars read of `path` (a `format` file), turning a panic inside polars into an
+/// error naming the file. A Parquet file with one bit flipped made polars panic (an index out
+/// of bounds, a slice too short), and the user saw a backtrace note and exit 101 for what is
+/// bad input: now it is "FILE: not a Parquet file polars can read …", exit 2. polars' own
+/// worker threads hand their panic back to the caller (rayon resumes it there), so this one
+/// `catch_unwind` sees them too. The default hook's message is held back while a guarded read
+/// runs (a hook installed once, passing every other panic to the hook it replaced), so the
+/// user reads one error, not a panic message and then the error. The release profile unwinds
+/// (`Cargo.toml` sets no `panic = "abort"`), which this relies on.
+#[cfg(feature = "tables")]
+fn polars_read<T>(
+    path: &Path,
+    format: &str,
+    read: impl FnOnce() -> Result<T, FitError>,
+) -> Result<T, FitError> {
+    use std::sync::atomic::Ordering;
+    static HOOK: std::sync::Once = std::sync::Once::new();
+    HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if QUIET_PANICS.load(Ordering::SeqCst) == 0 {
+                previous(info);
+            }
+        }));
+    });
+    QUIET_PANICS.fetch_add(1, Ordering::SeqCst);
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    QUIET_PANICS.fetch_sub(1, Ordering::SeqCst);
+    result.unwrap_or_else(|payload| {
+        let why = payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "no message".to_string());
+        let why: String = why.chars().take(200).collect();
+        Err(file_err(
+            path,
+            format!(
+                "not a {format} file polars can read (it failed inside polars: {why}); the file \
+                 is damaged or not {format}: write it again or give another"
+            ),
+        ))
+    })
+}
+
 /// A (caller, key) pair's identity: a byte that UTF-8 never holds between the two, so caller
 /// `ab` with key `c` is not caller `a` with key `bc`.
 fn key_hash(caller: &str, key: &str) -> u64 {
@@ -703,17 +759,21 @@ pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitErro
     use polars_io::prelude::{CsvReadOptions, ParquetReader, SerReader as _};
     crate::input::check_regular(path).map_err(|e| file_err(path, e.to_string()))?;
     let df = match kind(path)? {
-        "csv" => CsvReadOptions::default()
-            .with_has_header(true)
-            .with_infer_schema_length(Some(0))
-            .try_into_reader_with_file_path(Some(path.to_path_buf()))
-            .and_then(|r| r.finish())
-            .map_err(|e| file_err(path, csv_message(&e.to_string())))?,
+        "csv" => polars_read(path, "CSV", || {
+            CsvReadOptions::default()
+                .with_has_header(true)
+                .with_infer_schema_length(Some(0))
+                .try_into_reader_with_file_path(Some(path.to_path_buf()))
+                .and_then(|r| r.finish())
+                .map_err(|e| file_err(path, csv_message(&e.to_string())))
+        })?,
         "parquet" => {
             let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
-            ParquetReader::new(file)
-                .finish()
-                .map_err(|e| file_err(path, e.to_string()))?
+            polars_read(path, "Parquet", || {
+                ParquetReader::new(file)
+                    .finish()
+                    .map_err(|e| file_err(path, e.to_string()))
+            })?
         }
         _ => {
             return Err(file_err(
@@ -753,7 +813,27 @@ pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitErro
     };
     let (stat, label) = (text("stat")?, text("label")?);
     let (at, n, w, w2) = (number("at")?, number("n")?, number("w")?, number("w2")?);
-    Ok((0..df.height())
+    // A damaged file can give columns of different lengths (one read as empty).
+    let rows = df.height();
+    if [
+        stat.len(),
+        label.len(),
+        at.len(),
+        n.len(),
+        w.len(),
+        w2.len(),
+    ]
+    .iter()
+    .any(|&len| len != rows)
+    {
+        return Err(file_err(
+            path,
+            format!(
+                "columns of different lengths where the file says {rows} rows: the file is damaged"
+            ),
+        ));
+    }
+    Ok((0..rows)
         .map(|i| super::StatRow {
             stat: stat[i].clone().unwrap_or_default(),
             label: label[i].clone(),

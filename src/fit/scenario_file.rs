@@ -7,6 +7,10 @@ use crate::format::approx_duration;
 use crate::payload::SizeDist;
 use crate::traffic::RetrySpec;
 
+/// How every scenario file `fit --out` writes begins: what marks a file as one `fit` may
+/// replace without `--force` (`crate::output`).
+pub const SCENARIO_HEADER: &str = "# Fitted by `idemcalc fit` from ";
+
 impl Fit {
     /// The fitted distribution as a scenario field, if the log had retries.
     pub fn retry_spec(&self) -> Option<RetrySpec> {
@@ -35,8 +39,9 @@ impl Fit {
     /// A scenario file `report` runs as is: the fitted traffic at the seed's engine and carrier.
     pub fn scenario_toml(&self, name: &str) -> String {
         let mut out = String::new();
+        out.push_str(SCENARIO_HEADER);
         out.push_str(&format!(
-            "# Fitted by `idemcalc fit` from {} ({} rows, {} bad).\n",
+            "{} ({} rows, {} bad).\n",
             // A file name is the user's text: escaped, a newline in it cannot end the comment
             // and write TOML.
             self.files

@@ -158,7 +158,7 @@ pub fn write_all(out: &Path, summary: &Summary, stamp: RunStamp) -> anyhow::Resu
     for e in exporters {
         let path = out.join(e.file_name());
         let bytes = e.serialize(summary)?;
-        std::fs::write(&path, bytes)
+        crate::output::write(&path, &bytes)
             .with_context(|| format!("{}: cannot write", path.display()))?;
         written.push(path);
     }
