@@ -221,6 +221,28 @@ impl Default for DecisionInputs {
     }
 }
 
+/// Storage plus `duplicates` a day priced at the label price, by the model's own formulas.
+fn total_cost(params: &ModelParams, storage_cost_per_day: f64, duplicates: f64) -> f64 {
+    let cost = model::formula(
+        "duplicate_cost_per_day",
+        &[
+            ("duplicate_labels_per_day", duplicates),
+            ("label_price_usd", params.label_price_usd),
+        ],
+    )
+    .and_then(|d| {
+        model::formula(
+            "total_cost_per_day",
+            &[
+                ("storage_cost_per_day", storage_cost_per_day),
+                ("duplicate_cost_per_day", d),
+            ],
+        )
+    });
+    // The formula table is static and tested: failing it is a bug, as in `model::estimate`.
+    cost.unwrap_or_else(|e| panic!("the formula table is broken: {e}"))
+}
+
 /// A candidate's store and costs at one bytes per record.
 struct Sized {
     figures: model::Figures,
@@ -271,8 +293,11 @@ fn choice(
             store_bytes: at_life.store_bytes,
             peak_store_bytes: peak_records * bytes_per_record,
             storage_cost_per_day: at_life.storage_cost_per_day,
-            total_cost_per_day: at_retention.total_cost_per_day - at_retention.storage_cost_per_day
-                + at_life.storage_cost_per_day,
+            total_cost_per_day: total_cost(
+                &p,
+                at_life.storage_cost_per_day,
+                at_retention.duplicate_labels_per_day,
+            ),
             figures: at_retention,
         })
     };
@@ -287,9 +312,9 @@ fn choice(
     // The measurement decides where it rules the model out; inside its interval the model's
     // figure is the same quantity without the sampling noise.
     let overrides = measured.filter(|m| !m.covers(v.duplicate_labels_per_day));
-    // The daily cost with the duplicates the decision goes by.
+    // The daily cost with the duplicates the decision goes by, through the formula table.
     let total = |s: &Sized| match overrides {
-        Some(m) => s.storage_cost_per_day + m.estimate * params.label_price_usd,
+        Some(m) => total_cost(params, s.storage_cost_per_day, m.estimate),
         None => s.total_cost_per_day,
     };
     let (store_bytes_ci95, total_cost_per_day_ci95, worst_total, high) =

@@ -390,6 +390,47 @@ impl RetryDelay {
         self.tail
     }
 
+    /// How the distribution is drawn between and beyond its points, in one sentence: which
+    /// table it is (the seed's illustrative one, or one given by `--retry-cdf` or fitted from
+    /// logs), its head and its tail as they are, for every caption that describes it.
+    pub fn shape_text(&self) -> String {
+        let fmt = crate::duration::format_secs;
+        let source = if self.points[..] == SEED_POINTS[..] {
+            "The seed's illustrative table"
+        } else {
+            "The given distribution (a --retry-cdf file or a fitted scenario)"
+        };
+        let (first_s, _) = self.points[0];
+        let head = match self.head {
+            Head::LogUniform { min_delay_s } => format!(
+                "below {} the mass is spread log-uniformly from {}",
+                fmt(first_s),
+                fmt(min_delay_s)
+            ),
+            Head::AtFirstPoint => {
+                format!("the mass below {} is all at {}", fmt(first_s), fmt(first_s))
+            }
+        };
+        let &(last_s, last_cdf) = self.points.last().expect("at least two points");
+        let tail = if last_cdf >= 1.0 {
+            format!("every retry has arrived by {}", fmt(last_s))
+        } else {
+            match self.tail {
+                Tail::LogLinear { max_horizon_s } => format!(
+                    "after {} it runs out linearly in log-time at {}",
+                    fmt(last_s),
+                    fmt(max_horizon_s)
+                ),
+                Tail::AtHorizon { max_horizon_s } => format!(
+                    "after {} the rest arrives at {}",
+                    fmt(last_s),
+                    fmt(max_horizon_s)
+                ),
+            }
+        };
+        format!("{source} as points, interpolated linearly in log-time; {head}, {tail}.")
+    }
+
     /// The delay by which every retry has arrived: the tail's horizon, or the last point if it
     /// already reaches 1.
     pub fn max_horizon_s(&self) -> f64 {

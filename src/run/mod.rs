@@ -97,12 +97,25 @@ fn with_model(sim: &mut SimReport, job: &JobPlan, config: &SimConfig) {
     sim.timed_out_per_day.analytic = e.timed_out_per_day;
     sim.late_after_purge_per_day.analytic = e.late_after_purge_per_day;
     sim.duplicate_labels_per_day.analytic = e.duplicate_labels_per_day;
-    sim.duplicate_cost_per_day.analytic = e.duplicate_cost_per_day;
+    // The duplicates priced by the model's formula at the label price in dollars, the
+    // measured figure and its interval as well as the model's (the formula table is static and
+    // tested: failing it is a bug, as in `model::estimate`).
+    sim.duplicate_cost_per_day = map_figure(&sim.duplicate_labels_per_day, |n| {
+        model::formula(
+            "duplicate_cost_per_day",
+            &[
+                ("duplicate_labels_per_day", n),
+                ("label_price_usd", p.label_price_usd),
+            ],
+        )
+    })
+    .unwrap_or_else(|e| panic!("the formula table is broken: {e}"));
     // With keys the model retries every timed-out call, so it leaves no parcel unlabelled (see
-    // `total_cost_per_day` in `model::FORMULAS`). It has no lease to take over and counts no
-    // claim of a purged key apart from late arrivals: for those two it shows 0 as well.
+    // `total_cost_per_day` in `model::FORMULAS`). It has no lease to take over: 0. It has no
+    // figure for claims of a purged key (it counts late arrivals, not every request that
+    // carries one): NaN, shown as "no model" and null in JSON, not a 0 it never computed.
     sim.unlabelled_per_day.analytic = 0.0;
-    sim.purged_key_requests_per_day.analytic = 0.0;
+    sim.purged_key_requests_per_day.analytic = f64::NAN;
     sim.takeovers_per_day.analytic = 0.0;
     let mut notes = Vec::new();
     if let Sweeper::Partitions { period_ms } = config.sweeper {
@@ -292,9 +305,10 @@ pub fn scenarios(
 const REDIS_CAVEAT: &str = "the key record and the label are in two stores: a crash between their writes loses or doubles a label, and eviction under maxmemory forgets keys inside their retention, each retry of which buys again";
 
 /// Measures the headline scenario on each store of `specs` at its first retention, and puts
-/// the report's own store (`main`, already measured in `summary`) first. Each is priced at the
-/// headline's retention by scaling the decision's store, which is linear in bytes per record;
-/// a store in memory (Redis) at `memory_usd_per_gb_month`. Empty when no scenario was sized.
+/// the report's own store (`main`, already measured in `summary`) first. Each is sized at the
+/// headline's retention from the decision's records (its store over its bytes per record) at
+/// the store's own bytes per record, and priced through the formula table; a store in memory
+/// (Redis) at `memory_usd_per_gb_month`. Empty when no scenario was sized.
 pub fn compare_stores(
     summary: &Summary,
     plans: &[Plan],
@@ -322,40 +336,38 @@ pub fn compare_stores(
         .as_ref()
         .or(rec.closest.as_ref())
         .unwrap_or(&rec.cheapest);
-    let row = |kind: &'static str, store: String, bytes: Figure, duplicates: Figure| {
-        let memory = kind == "redis";
+    // Records the decision's store holds at the headline's retention.
+    let records = choice.store_bytes / rec.bytes_per_record.max(f64::MIN_POSITIVE);
+    let row = |stores: &Stores, store: String, bytes: Figure, duplicates: Figure| {
+        let memory = matches!(stores.spec(), crate::store::StoreSpec::Redis { .. });
         let price = if memory {
             settings.model.memory_usd_per_gb_month
         } else {
             settings.model.storage_usd_per_gb_month
         };
-        // The decision's store and storage cost are linear in bytes per record and the price.
-        let per_byte = 1.0 / rec.bytes_per_record.max(f64::MIN_POSITIVE);
-        let price_ratio = price
-            / settings
-                .model
-                .storage_usd_per_gb_month
-                .max(f64::MIN_POSITIVE);
-        StoreRow {
-            kind,
+        let store_bytes = records * bytes.estimate;
+        let storage_cost_per_day = model::formula(
+            "storage_cost_per_day",
+            &[
+                ("store_bytes", store_bytes),
+                ("replicas", rec.replicas),
+                ("storage_usd_per_gb_month", price),
+            ],
+        )?;
+        Ok::<_, String>(StoreRow {
+            kind: stores.kind(),
             store,
             measured_at: first.retention.clone(),
             bytes_per_record: bytes,
             priced_as: if memory { "memory" } else { "disk" },
             usd_per_gb_month: price,
             retention: choice.retention.clone(),
-            store_bytes: choice.store_bytes * per_byte * bytes.estimate,
-            store_bytes_ci95: [
-                choice.store_bytes * per_byte * bytes.ci95_low,
-                choice.store_bytes * per_byte * bytes.ci95_high,
-            ],
-            storage_cost_per_day: choice.storage_cost_per_day
-                * per_byte
-                * bytes.estimate
-                * price_ratio,
+            store_bytes,
+            store_bytes_ci95: [records * bytes.ci95_low, records * bytes.ci95_high],
+            storage_cost_per_day,
             duplicate_labels_per_day: duplicates,
             caveat: memory.then_some(REDIS_CAVEAT),
-        }
+        })
     };
     // The scenario's sweeper wherever it can run (partitions: PostgreSQL only), named in the
     // row, so each store is measured with the layout the scenario asks for.
@@ -370,12 +382,15 @@ pub fn compare_stores(
             stores.name().to_string()
         }
     };
-    let mut rows = vec![row(
-        main.kind(),
-        name(main),
-        first.figures.bytes_per_record,
-        first.figures.duplicate_labels_per_day,
-    )];
+    let mut rows = vec![
+        row(
+            main,
+            name(main),
+            first.figures.bytes_per_record,
+            first.figures.duplicate_labels_per_day,
+        )
+        .map_err(anyhow::Error::msg)?,
+    ];
     for spec in specs {
         let stores = Stores::new(
             Some(spec),
@@ -396,12 +411,15 @@ pub fn compare_stores(
         );
         stores.finish()?;
         let sim = sim.with_context(|| format!("--compare-store {spec}"))?;
-        rows.push(row(
-            stores.kind(),
-            name(&stores),
-            sim.bytes_per_record_measured,
-            sim.duplicate_labels_per_day,
-        ));
+        rows.push(
+            row(
+                &stores,
+                name(&stores),
+                sim.bytes_per_record_measured,
+                sim.duplicate_labels_per_day,
+            )
+            .map_err(anyhow::Error::msg)?,
+        );
     }
     Ok(rows)
 }
@@ -471,9 +489,7 @@ pub fn decision(
     let mut params = plan.first_params();
     // The longest run reached the most representative steady state; any run measured the
     // record size, and all of them measured the same schema and payloads.
-    let measured = runs
-        .iter()
-        .rev()
+    let measured = longest_first(runs)
         .map(|r| r.figures.bytes_per_record)
         .find(|f| f.estimate.is_finite() && f.estimate > 0.0);
     let mut ci95 = None;
@@ -501,9 +517,21 @@ pub fn decision(
         .map_err(|e| anyhow::anyhow!("the decision's formulas: {e}"))
 }
 
+/// Runs by how much they simulated, the longest first (the last given on a tie): "the longest
+/// run" is the one with the most arrivals, not the last one given.
+fn longest_first(runs: &[RunResult]) -> impl Iterator<Item = &RunResult> {
+    let mut sorted: Vec<&RunResult> = runs.iter().rev().collect();
+    sorted.sort_by(|a, b| {
+        b.sampling
+            .arrival_seconds
+            .total_cmp(&a.sampling.arrival_seconds)
+    });
+    sorted.into_iter()
+}
+
 /// The first-attempt timeouts the longest run measured, beside the model's at the asked share.
 fn measured_timeouts(runs: &[RunResult]) -> Option<MeasuredTimeouts> {
-    runs.iter().rev().find_map(|r| {
+    longest_first(runs).find_map(|r| {
         let f = r.figures.timed_out_per_day;
         (f.estimate.is_finite() && f.ci95_high > 0.0 && r.model.timed_out_per_day > 0.0).then(
             || MeasuredTimeouts {
@@ -618,6 +646,7 @@ pub fn run_result(
             arrival_seconds: sim.arrival_seconds,
             simulated_seconds: sim.simulated_seconds,
             interrupted: sim.interrupted,
+            steady_window: sim.steady_window,
         },
         model: job.model.clone(),
         verdicts,

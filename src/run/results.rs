@@ -208,6 +208,8 @@ pub struct Sampling {
     pub arrival_seconds: f64,
     pub simulated_seconds: f64,
     pub interrupted: bool,
+    /// The store was measured in a steady window (`SimReport::steady_window`).
+    pub steady_window: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]

@@ -8,7 +8,6 @@ use crate::format::{
 };
 use crate::report::charts::{self, Bar, KeyLine, RatePalette, Window};
 use crate::run::results::{BenchResults, Summary, WhatIfStart};
-use crate::traffic::Head;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -82,14 +81,8 @@ fn retry_chart(summary: &Summary, start: &WhatIfStart) -> ChartView {
         title: "How late do retries arrive?".into(),
         svg: svg_or_note(charts::retry_cdf(dist, &windows(summary, start))),
         note: format!(
-            "The seed's illustrative table as points, interpolated linearly in log-time; below {} the mass is spread log-uniformly from {}, after {} it runs out at {}. A retry later than a purge line finds its key gone: at {} that is {} of timed-out calls, {} a day.",
-            human_duration(dist.points()[0].0),
-            match dist.head() {
-                Head::LogUniform { min_delay_s } => human_duration(min_delay_s),
-                Head::AtFirstPoint => human_duration(dist.points()[0].0),
-            },
-            human_duration(dist.points().last().map_or(0.0, |p| p.0)),
-            human_duration(dist.max_horizon_s()),
+            "{} A retry later than a purge line finds its key gone: at {} that is {} of timed-out calls, {} a day.",
+            dist.shape_text(),
             human_duration(retention_s),
             percent(start.estimate.late_after_purge_fraction),
             human_count(start.estimate.late_after_purge_per_day),

@@ -210,10 +210,10 @@ fn interval(kind: Quantity, f: &Figure) -> String {
     format!("{} – {}", show(kind, f.ci95_low), show(kind, f.ci95_high))
 }
 
-/// The store is measured from one retention (and a sweep) after the start; a run whose arrivals
-/// stop before that has no steady store to show.
+/// Whether the run had a steady window to measure its store in (the simulator's own answer,
+/// `SimReport::steady_window`); a run whose arrivals stop before it has none to show.
 fn steady_reached(r: &RunResult) -> bool {
-    r.sampling.arrival_seconds > r.retention_s + r.config.sweep_period_s
+    r.sampling.steady_window
 }
 
 fn not_reached(r: &RunResult) -> String {

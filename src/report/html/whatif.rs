@@ -8,7 +8,7 @@ use crate::format::{human_bytes, human_count, human_duration, rate_per_s};
 use crate::model::{self, ModelParams};
 use crate::report::charts::{self, RatePalette, SimPoint, TradeoffRow};
 use crate::report::vocabulary::{Quantity, show};
-use crate::run::results::{RunResult, ScenarioKind, Summary, WhatIfStart};
+use crate::run::results::{ScenarioKind, Summary, WhatIfStart};
 use crate::sim::replay::Figure;
 use serde::Serialize;
 
@@ -441,9 +441,10 @@ fn sweep_rows(e: &model::Estimate) -> Vec<TradeoffRow> {
         .collect()
 }
 
-/// The simulated runs to put on the trade-off. Only sizing runs at the panel's starting
-/// traffic are comparable points: a failure demonstration (a short lease, say) would sit on
-/// the line while measuring something else.
+/// The simulated runs to put on the trade-off. Only sizing runs (no line of defence switched
+/// off: `sim::deviations`, decided in `run`) at the panel's starting traffic are comparable
+/// points: a failure demonstration (a short lease, say) would sit on the line while measuring
+/// something else.
 pub(super) fn sim_points(summary: &Summary, base: &ModelParams) -> Vec<SimPoint> {
     summary
         .scenarios
@@ -456,7 +457,6 @@ pub(super) fn sim_points(summary: &Summary, base: &ModelParams) -> Vec<SimPoint>
                 && p.timeout_fraction == base.timeout_fraction
                 && p.done_fraction == base.done_fraction
                 && p.carrier_window_s == base.carrier_window_s
-                && r.deviations_free()
         })
         .map(|r| SimPoint {
             retention_s: r.retention_s,
@@ -469,13 +469,6 @@ pub(super) fn sim_points(summary: &Summary, base: &ModelParams) -> Vec<SimPoint>
 
 fn triple(f: &Figure) -> (f64, f64, f64) {
     (f.ci95_low, f.estimate, f.ci95_high)
-}
-
-impl RunResult {
-    /// No failure switch is on: the run is the seed's design, comparable with the model.
-    fn deviations_free(&self) -> bool {
-        crate::sim::deviations::deviations(&self.config, true).is_empty()
-    }
 }
 
 #[cfg(test)]

@@ -96,6 +96,10 @@ pub struct SimReport {
     /// not be computed. Shown under the table.
     pub notes: Vec<String>,
     pub interrupted: bool,
+    /// Every replicate's arrivals lasted past the record's longest life, so the store was
+    /// measured in a steady window (`run::steady_from_ms`); otherwise it is the store at the
+    /// end of the arrivals, still growing.
+    pub steady_window: bool,
     pub wall_seconds: f64,
 }
 
@@ -123,7 +127,6 @@ pub fn pool(
 ) -> SimReport {
     let sum = sum_tallies(runs);
     let days = sum.days.max(1e-9);
-    let price = cfg.carrier.price_cents as f64 / 100.0;
     let (s_o, s_t) = cfg.fractions();
 
     let mut notes = Vec::new();
@@ -149,10 +152,12 @@ pub fn pool(
     let timed_out_attempts = sum.timed_out.per_day(days, unit_w);
     let late = counted("late arrivals after purge", &sum.late);
     let duplicates = counted("duplicate labels", &sum.duplicates);
+    // A price, not a measurement: `run` prices the duplicates through the model's formula
+    // (at the label price in dollars, which a price in whole cents would round).
     let duplicate_cost = Figure {
-        estimate: duplicates.estimate * price,
-        ci95_low: duplicates.ci95_low * price,
-        ci95_high: duplicates.ci95_high * price,
+        estimate: f64::NAN,
+        ci95_low: f64::NAN,
+        ci95_high: f64::NAN,
         analytic: f64::NAN,
     };
     SimReport {
@@ -189,6 +194,7 @@ pub fn pool(
         series: mean_series(runs),
         notes,
         interrupted: runs.iter().any(|t| t.interrupted),
+        steady_window: !runs.is_empty() && runs.iter().all(|t| t.steady_points > 0),
         wall_seconds,
     }
 }
