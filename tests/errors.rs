@@ -510,3 +510,249 @@ fn outputs_are_checked_before_any_work() {
     let (_, help, _) = idemcalc(&["report", "--help"]);
     assert!(help.contains("[default: reports]"), "{help}");
 }
+
+/// A bad value exits 2 naming `what`, and nothing panics.
+fn refused(args: &[&str], what: &str) -> String {
+    let (code, _, err) = idemcalc(args);
+    assert_eq!(code, Some(2), "{args:?}: {err}");
+    assert!(err.contains(what), "{args:?} should name {what}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    err
+}
+
+/// `--sweep-period 1ns` ran for over an hour: the knob has a lower bound, with its reason, the
+/// same from a flag and from a file.
+#[test]
+fn a_sweep_period_below_a_second_is_refused_with_the_reason() {
+    let err = refused(
+        &["simulate", "--dry-run", "--sweep-period", "1ns"],
+        "--sweep-period",
+    );
+    assert!(
+        err.contains("1s limit") && err.contains("simulated time"),
+        "{err}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "name = \"s\"\n[traffic]\nsweep_period = \"1ns\"\n").unwrap();
+    let err = refused(
+        &[
+            "simulate",
+            "--dry-run",
+            "--scenario",
+            file.to_str().unwrap(),
+        ],
+        "traffic.sweep_period",
+    );
+    assert!(err.contains("1s limit"), "{err}");
+    let (code, _, err) = idemcalc(&["simulate", "--dry-run", "--sweep-period", "1s"]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// `simulate --dry-run` makes every check a run makes: it accepted what a run then refused.
+#[test]
+fn a_dry_run_refuses_what_a_run_refuses() {
+    let dir = tempfile::tempdir().unwrap();
+    let cdf = dir.path().join("cdf.csv");
+    std::fs::write(&cdf, "garbage\n").unwrap();
+    refused(
+        &[
+            "simulate",
+            "--dry-run",
+            "--retry-cdf",
+            cdf.to_str().unwrap(),
+        ],
+        "cdf.csv",
+    );
+    for (flag, value) in [
+        ("--deadline", "0.5ms"),
+        ("--retention", "1ns"),
+        ("--retry-horizon", "0.5ms"),
+    ] {
+        refused(&["simulate", "--dry-run", flag, value], flag);
+    }
+    refused(
+        &["simulate", "--dry-run", "--request-log", "x.xlsx"],
+        "x.xlsx",
+    );
+}
+
+/// `--rate 1e-320` passed "> 0" and sized a store of 0 B.
+#[test]
+fn subnormal_and_absurdly_small_numbers_are_refused() {
+    for (flag, value) in [
+        ("--rate", "1e-320"),
+        ("--rate", "1e-9"),
+        ("--peak-rate", "5e-324"),
+        ("--rush-rate", "1e-320"),
+        ("--timeout-fraction", "1e-320"),
+        ("--storage-price", "1e-310"),
+    ] {
+        refused(&["simulate", "--dry-run", flag, value], flag);
+    }
+    refused(
+        &["estimate", "--format", "json", "--rate", "1e-320"],
+        "--rate",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("s.toml");
+    std::fs::write(&file, "name = \"s\"\n[traffic]\nrate = 1e-320\n").unwrap();
+    refused(
+        &[
+            "simulate",
+            "--dry-run",
+            "--scenario",
+            file.to_str().unwrap(),
+        ],
+        "traffic.rate",
+    );
+}
+
+/// `rate = {}` silently meant the default 400/s.
+#[test]
+fn an_empty_table_for_a_knob_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    for (body, field) in [
+        ("[traffic]\nrate = {}\n", "traffic.rate"),
+        ("[carrier]\nlatency = {}\n", "carrier.latency"),
+        ("[traffic]\nrush = {}\n", "traffic.rush"),
+    ] {
+        let file = dir.path().join("s.toml");
+        std::fs::write(&file, format!("name = \"s\"\n{body}")).unwrap();
+        let err = refused(
+            &[
+                "simulate",
+                "--dry-run",
+                "--scenario",
+                file.to_str().unwrap(),
+            ],
+            field,
+        );
+        assert!(err.contains("s.toml"), "{err}");
+    }
+}
+
+/// A PostgreSQL store in a template database (or the maintenance database by default) would
+/// put our tables into every database created after it.
+#[test]
+fn template_databases_are_refused_as_stores() {
+    use idemcalc::store::StoreSpec;
+    for url in [
+        "postgres://postgres@127.0.0.1:5432/template1",
+        "postgres://postgres@127.0.0.1:5432/template0",
+        "postgres://postgres@127.0.0.1:5432/test?dbname=template1",
+        "postgresql://u@h/x?dbname=template0&schema=s",
+        "postgres://postgres@127.0.0.1:5432",
+    ] {
+        let e = StoreSpec::parse(url).expect_err(url).to_string();
+        assert!(
+            e.contains("template") || e.contains("maintenance database"),
+            "{url}: {e}"
+        );
+    }
+    for url in [
+        "postgres://postgres@127.0.0.1:5432/test",
+        "postgres://postgres@127.0.0.1:5432/postgres",
+        "postgres://h/db?schema=s1",
+    ] {
+        StoreSpec::parse(url).unwrap_or_else(|e| panic!("{url}: {e}"));
+    }
+    refused(
+        &[
+            "simulate",
+            "--dry-run",
+            "--store",
+            "postgres://postgres@127.0.0.1:5432/template1",
+        ],
+        "template1",
+    );
+}
+
+const LOG_HEADER: &str = "time,caller,idempotency_key,status,response_bytes";
+
+/// `fit --out "my system.toml"` fitted the whole log and then called the name a bug in fit.
+#[test]
+fn fit_checks_the_scenario_name_before_fitting() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("ex.csv");
+    std::fs::write(
+        &log,
+        format!("{LOG_HEADER}\n0,a,k1,201,300\n5,a,k2,201,300\n"),
+    )
+    .unwrap();
+    let out = dir.path().join("my system.toml");
+    let err = refused(
+        &["fit", log.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        "--name",
+    );
+    assert!(err.contains("--out") && !err.contains("bug"), "{err}");
+    assert!(!out.exists());
+    refused(
+        &[
+            "fit",
+            log.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+            "--name",
+            "a/b",
+        ],
+        "--name",
+    );
+    let (code, _, err) = idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--name",
+        "my-system",
+    ]);
+    assert_eq!(code, Some(0), "{err}");
+}
+
+/// One Latin-1 byte gave "invalid utf-8 sequence" with no row; a duplicate header column was
+/// reported as "same time"; a BOM dropped an NDJSON log's first row; a key given twice in a
+/// JSON row was read as its last value.
+#[test]
+fn fit_names_the_row_or_column_of_a_malformed_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let latin1 = dir.path().join("latin1.csv");
+    let mut bytes = format!("{LOG_HEADER}\n0,a,k1,201,300\n1,a,").into_bytes();
+    bytes.extend_from_slice(b"k\xe92,201,300\n60,a,k2,201,300\n");
+    std::fs::write(&latin1, bytes).unwrap();
+    let err = refused(&["fit", latin1.to_str().unwrap()], "latin1.csv");
+    assert!(err.contains("row 2") && err.contains("UTF-8"), "{err}");
+
+    let dup = dir.path().join("dup.csv");
+    std::fs::write(
+        &dup,
+        "time,caller,idempotency_key,status,time\n0,a,k1,201,3\n5,a,k2,201,3\n",
+    )
+    .unwrap();
+    let err = refused(&["fit", dup.to_str().unwrap()], "dup.csv");
+    assert!(err.contains("column `time` appears twice"), "{err}");
+
+    let row = |t: u32, k: &str| {
+        format!(
+            "{{\"time\":{t},\"caller\":\"a\",\"idempotency_key\":\"{k}\",\"status\":201,\"response_bytes\":3}}\n"
+        )
+    };
+    let bom = dir.path().join("bom.ndjson");
+    std::fs::write(&bom, format!("\u{feff}{}{}", row(0, "k1"), row(5, "k2"))).unwrap();
+    let (code, out, err) = idemcalc(&["fit", bom.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(code, Some(0), "{err}");
+    let f: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(f["rows"], 2, "{out}");
+    assert_eq!(f["bad_rows"]["total"], 0, "{out}");
+
+    let twice = dir.path().join("twice.ndjson");
+    std::fs::write(
+        &twice,
+        format!(
+            "{}{{\"time\":5,\"caller\":\"a\",\"idempotency_key\":\"k1\",\"status\":500,\"status\":201,\"response_bytes\":3}}\n",
+            row(0, "k1")
+        ),
+    )
+    .unwrap();
+    let err = refused(&["fit", twice.to_str().unwrap()], "twice.ndjson");
+    assert!(err.contains("row 2") && err.contains("`status`"), "{err}");
+}

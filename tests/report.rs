@@ -686,3 +686,37 @@ fn the_whatif_start_and_the_headline_agree_for_every_bundled_scenario() {
     }
     assert_eq!(compared, 3);
 }
+
+/// `summary.md` copied the `--baseline` file's strings as raw Markdown and HTML: a baseline
+/// could put a tag, a link or an image into the summary a CI job shows.
+#[test]
+fn baseline_strings_are_escaped_in_the_markdown_summary() {
+    let before = tempfile::tempdir().unwrap();
+    let dir = dir_with(&[("a.toml", tiny("a", 1, ""))]);
+    let r = report_with(dir.path(), before.path(), &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let path = before.path().join("summary.json");
+    let mut json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+    let hostile = "<img src=x onerror=alert(1)>[click](https://evil.example)\n# heading |";
+    json["scenarios"][0]["name"] = hostile.into();
+    let baseline = before.path().join("baseline.json");
+    std::fs::write(&baseline, serde_json::to_vec(&json).unwrap()).unwrap();
+
+    let out = tempfile::tempdir().unwrap();
+    let r = report_with(
+        dir.path(),
+        out.path(),
+        &["--baseline", baseline.to_str().unwrap()],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(md.contains("Only in the baseline"), "{md}");
+    assert!(
+        md.contains("&lt;img src=x onerror=alert\\(1\\)&gt;"),
+        "{md}"
+    );
+    assert!(!md.contains("<img"), "{md}");
+    assert!(!md.contains("](https"), "{md}");
+    assert!(!md.contains("\n# heading"), "{md}");
+}

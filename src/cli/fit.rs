@@ -126,6 +126,13 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         time_unit: args.time_unit.unwrap_or_default(),
         max_rows_in_memory: args.max_rows_in_memory.map(|n| n as usize),
     };
+    // The scenario's name is checked before the fit, which may take minutes: a name from the
+    // --out file's stem (`my system.toml`) that cannot name a scenario asks for --name.
+    let name = args
+        .out
+        .as_deref()
+        .map(|out| scenario_name(args, out))
+        .transpose()?;
     if let Some(out) = &args.out {
         let mut inputs: Vec<Input> = args
             .logs
@@ -158,13 +165,8 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         None => fit::fit(&args.logs, &options)?,
     };
     let elapsed = started.elapsed();
-    if let Some(out) = &args.out {
-        let name = match (&args.name, out.file_stem()) {
-            (Some(n), _) => n.clone(),
-            (None, Some(stem)) => stem.to_string_lossy().into_owned(),
-            (None, None) => "fitted".to_string(),
-        };
-        let text = f.scenario_toml(&name);
+    if let (Some(out), Some(name)) = (&args.out, &name) {
+        let text = f.scenario_toml(name);
         // What `report` will do with it: refuse now rather than there.
         crate::scenario::Scenario::parse(out, &text)
             .context("the fitted scenario does not load (a bug in fit; please report it)")?;
@@ -185,4 +187,26 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The fitted scenario's name: `--name`, or the `--out` file's stem; refused here, before the
+/// fit, if it cannot name a scenario.
+fn scenario_name(args: &FitArgs, out: &Path) -> anyhow::Result<String> {
+    if let Some(n) = &args.name {
+        return match crate::scenario::file::name_problem(n) {
+            Some(why) => Err(anyhow::anyhow!("--name: {why}")),
+            None => Ok(n.clone()),
+        };
+    }
+    let stem = out.file_stem().map_or_else(
+        || "fitted".to_string(),
+        |s| s.to_string_lossy().into_owned(),
+    );
+    match crate::scenario::file::name_problem(&stem) {
+        Some(why) => Err(anyhow::anyhow!(
+            "--out {}: the scenario would be named after the file, {why}; give it a name with --name NAME",
+            out.display()
+        )),
+        None => Ok(stem),
+    }
 }

@@ -95,6 +95,9 @@ fn simulate_plan(args: &SimulateArgs, plan: &Plan, quiet: bool) -> anyhow::Resul
 pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     let settings = args.settings()?;
     if args.dry_run {
+        // Every check a run makes before it opens a store, so that a dry run accepts exactly
+        // what a run accepts (only the outputs, which a dry run does not write, are left out).
+        checked_plan(args, &settings)?;
         super::print(&(serde_json::to_string_pretty(&settings)? + "\n"))?;
         return Ok(0);
     }
@@ -103,7 +106,7 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         crate::fit::log_kind(path)?;
     }
     check_outputs(args, &settings)?;
-    let plan = Plan::new(&settings)?;
+    let plan = checked_plan(args, &settings)?;
     let reports = simulate_plan(args, &plan, args.quiet)?;
     if let Some(path) = &settings.traffic.request_log {
         write_request_log(&plan, path)?;
@@ -170,6 +173,25 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
     } else {
         super::EXIT_BUDGET
     })
+}
+
+/// The run's plan with every check a run makes before the first store opens: the request
+/// log's format, the store's spec, the plan (the `--retry-cdf` file read, the retry
+/// distribution fitted to `--retry-min-delay`/`--retry-horizon`) and each job's simulator
+/// configuration (`--deadline`, `--retention` in whole milliseconds, …), which the replay
+/// would otherwise refuse only once it starts.
+fn checked_plan(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<Plan> {
+    if let Some(path) = &settings.traffic.request_log {
+        crate::fit::log_kind(path)?;
+    }
+    if let Some(spec) = &args.store {
+        crate::store::StoreSpec::parse(spec)?;
+    }
+    let plan = Plan::new(settings)?;
+    for job in &plan.jobs {
+        job.config.validate()?;
+    }
+    Ok(plan)
 }
 
 /// Why an interrupted run recommends no retention.

@@ -184,6 +184,98 @@ fn record_ends(buf: &[u8]) -> impl Iterator<Item = usize> + '_ {
     })
 }
 
+/// The byte-order mark some tools put at the start of a UTF-8 file.
+const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A CSV header's names, unquoted (`"a""b"` is `a"b`), without the line end.
+fn csv_header_names(header: &[u8]) -> Vec<String> {
+    let line = header.strip_suffix(b"\n").unwrap_or(header);
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let text = String::from_utf8_lossy(line);
+    let (mut names, mut name, mut quoted) = (Vec::new(), String::new(), false);
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' if quoted && chars.peek() == Some(&'"') => {
+                name.push('"');
+                chars.next();
+            }
+            '"' => quoted = !quoted,
+            ',' if !quoted => names.push(std::mem::take(&mut name)),
+            c => name.push(c),
+        }
+    }
+    names.push(name);
+    names
+}
+
+/// A CSV header is UTF-8 and names each column once: polars renames a second `time` and the
+/// fit then read the wrong one (and said every key's first request had the same time).
+fn check_csv_header(path: &Path, header: &[u8]) -> Result<(), FitError> {
+    if let Err(e) = std::str::from_utf8(header) {
+        let at = e.valid_up_to();
+        return Err(file_err(
+            path,
+            format!(
+                "the header (line 1, byte {at}): byte 0x{:02X} is not UTF-8 text; save the log as UTF-8",
+                header[at]
+            ),
+        ));
+    }
+    let names = csv_header_names(header);
+    for (i, name) in names.iter().enumerate() {
+        if names[..i].contains(name) {
+            let shown: String = name.escape_debug().take(100).collect();
+            return Err(file_err(
+                path,
+                format!(
+                    "column `{shown}` appears twice in the header (columns {} and {}); rename one",
+                    names.iter().position(|n| n == name).unwrap_or(0) + 1,
+                    i + 1
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One NDJSON row's object, refusing a key given twice (serde_json keeps the last silently,
+/// so `{"status": 500, "status": 201}` would read as answered).
+struct UniqueKeys(serde_json::Map<String, serde_json::Value>);
+
+impl<'de> serde::Deserialize<'de> for UniqueKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = UniqueKeys;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<UniqueKeys, A::Error> {
+                let mut out = serde_json::Map::new();
+                while let Some(key) = map.next_key::<String>()? {
+                    if out.contains_key(&key) {
+                        let shown: String = key.escape_debug().take(100).collect();
+                        return Err(serde::de::Error::custom(format!(
+                            "{DUPLICATE_KEY}`{shown}`: it appears twice in the row"
+                        )));
+                    }
+                    let value = map.next_value()?;
+                    out.insert(key, value);
+                }
+                Ok(UniqueKeys(out))
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// How [`UniqueKeys`] marks its own error among serde_json's.
+const DUPLICATE_KEY: &str = "duplicate key ";
+
 /// Reads rows into [`Req`]s, interning callers.
 struct Reader<'o> {
     options: &'o FitOptions,
@@ -510,6 +602,8 @@ impl<'o> Reader<'o> {
         let mut header: Option<Vec<u8>> = None;
         let mut want = CSV_CHUNK_BYTES;
         let (mut eof, mut offset) = (false, 0usize);
+        // Bytes of the file before `buf`, for the position of a byte that is not UTF-8.
+        let mut consumed = 0usize;
         loop {
             while !eof && buf.len() < want {
                 let start = buf.len();
@@ -529,7 +623,14 @@ impl<'o> Reader<'o> {
                             continue;
                         }
                     };
-                    header.insert(buf.drain(..end).collect())
+                    let mut h: Vec<u8> = buf.drain(..end).collect();
+                    consumed += h.len();
+                    // A UTF-8 byte-order mark (Excel's "CSV UTF-8") is not part of the first name.
+                    if h.starts_with(UTF8_BOM) {
+                        h.drain(..UTF8_BOM.len());
+                    }
+                    check_csv_header(path, &h)?;
+                    header.insert(h)
                 }
             };
             let cut = if eof {
@@ -544,10 +645,24 @@ impl<'o> Reader<'o> {
                     }
                 }
             };
+            // polars says only "invalid utf-8 sequence": say which row and byte.
+            if let Err(e) = std::str::from_utf8(&buf[..cut]) {
+                let at = e.valid_up_to();
+                let row = offset + record_ends(&buf[..at]).count() + 1;
+                return Err(file_err(
+                    path,
+                    format!(
+                        "row {row} (byte {} of the file): byte 0x{:02X} is not UTF-8 text; save the log as UTF-8 (a Latin-1 or Windows-1252 export gives this)",
+                        consumed + at,
+                        buf[at]
+                    ),
+                ));
+            }
             let mut chunk = Vec::with_capacity(header.len() + cut);
             chunk.extend_from_slice(header);
             chunk.extend_from_slice(&buf[..cut]);
             buf.drain(..cut);
+            consumed += cut;
             // Every column as text: a malformed cell becomes one bad row instead of failing
             // the whole file on a type polars inferred from the first rows.
             let df = polars_read(path, "CSV", || {
@@ -642,13 +757,27 @@ impl<'o> Reader<'o> {
             if !more {
                 break;
             }
+            if index == 0 && bytes.starts_with(UTF8_BOM) {
+                bytes.drain(..UTF8_BOM.len());
+            }
             if bytes.trim_ascii().is_empty() {
                 continue;
             }
-            let Ok(serde_json::Value::Object(obj)) = serde_json::from_slice(&bytes) else {
-                self.rows += 1;
-                self.bad.add(path, index, "not a JSON object");
-                continue;
+            let obj = match serde_json::from_slice::<UniqueKeys>(&bytes) {
+                Ok(UniqueKeys(obj)) => obj,
+                Err(e) if e.is_data() && e.to_string().starts_with(DUPLICATE_KEY) => {
+                    let why = e.to_string();
+                    let why = why.split(" at line ").next().unwrap_or(&why);
+                    return Err(file_err(
+                        path,
+                        format!("row {}: {why}; a row names each field once", index + 1),
+                    ));
+                }
+                Err(_) => {
+                    self.rows += 1;
+                    self.bad.add(path, index, "not a JSON object");
+                    continue;
+                }
             };
             for k in obj.keys() {
                 if seen.len() < 1000 && !seen.contains(k) {

@@ -51,6 +51,44 @@ fn cell(text: &str) -> String {
     text.replace('|', "\\|")
 }
 
+/// Text from outside this run (the `--baseline` file's names and values) as plain text in
+/// Markdown: every character Markdown or HTML would act on is escaped (HTML's as entities, the
+/// rest with a backslash) and a line break becomes a space, so a baseline cannot add links,
+/// images, headings or tags to the summary a CI job shows.
+fn plain(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        match c {
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '&' => out.push_str("&amp;"),
+            '\n' | '\r' => out.push(' '),
+            '\\' | '`' | '*' | '_' | '[' | ']' | '(' | ')' | '#' | '!' | '|' | '~' | '{' | '}'
+            | '+' | '-' | '.' | ':' => {
+                out.push('\\');
+                out.push(c);
+            }
+            c if c.is_control() => out.push(' '),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// Text from outside this run inside a code span: no backtick can close it early, no line
+/// break or pipe can end the table row; nothing inside a code span is Markdown or HTML.
+fn code(text: &str) -> String {
+    let text: String = text
+        .chars()
+        .map(|c| match c {
+            '`' => '\'',
+            c if c.is_control() => ' ',
+            c => c,
+        })
+        .collect();
+    format!("`{}`", text.replace('|', "\\|"))
+}
+
 /// `17.7 GB (16.9 GB – 18.5 GB)`.
 fn range(kind: Quantity, f: &Figure) -> String {
     if f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low < f.ci95_high {
@@ -333,9 +371,9 @@ fn comparison_md(out: &mut String, c: &Comparison) {
     let real: Vec<&Change> = c.changes.iter().filter(|x| x.real).collect();
     out.push_str("### Against the baseline\n\n");
     out.push_str(&format!(
-        "{} figures compared with `{}`; {} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).\n\n",
+        "{} figures compared with {}; {} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).\n\n",
         c.changes.len(),
-        cell(&c.baseline),
+        code(&c.baseline),
         real.len(),
         c.z_threshold
     ));
@@ -345,12 +383,12 @@ fn comparison_md(out: &mut String, c: &Comparison) {
         out.push_str("Inputs changed:\n\n");
         for x in c.changed_inputs.iter().take(20) {
             out.push_str(&format!(
-                "- {} ({}): `{}` {} → {}\n",
-                cell(&x.scenario),
-                x.retention,
-                cell(&x.input),
-                cell(&x.before),
-                cell(&x.after)
+                "- {} ({}): {} {} → {}\n",
+                plain(&x.scenario),
+                plain(&x.retention),
+                code(&x.input),
+                plain(&x.before),
+                plain(&x.after)
             ));
         }
         if c.changed_inputs.len() > 20 {
@@ -370,8 +408,8 @@ fn comparison_md(out: &mut String, c: &Comparison) {
             let k = change_quantity(x.figure);
             out.push_str(&format!(
                 "| {} | {} | {} | {} | {} | **{}** |\n",
-                cell(&x.scenario),
-                x.retention,
+                plain(&x.scenario),
+                plain(&x.retention),
                 change_label(x.figure),
                 range(k, &x.before),
                 range(k, &x.after),
@@ -385,7 +423,8 @@ fn comparison_md(out: &mut String, c: &Comparison) {
         ("New in this run", &c.only_in_this_run),
     ] {
         if !list.is_empty() {
-            out.push_str(&format!("{label}: {}.\n\n", cell(&list.join(", "))));
+            let names: Vec<String> = list.iter().map(|n| plain(n)).collect();
+            out.push_str(&format!("{label}: {}.\n\n", names.join(", ")));
         }
     }
 }

@@ -314,6 +314,17 @@ fn knob_entries<'v>(
         {
             vec![(field.to_string(), value)]
         }
+        // `rate = {}` sets nothing, and silently meant the default (400/s): refuse it.
+        toml::Value::Table(inner) if inner.is_empty() => {
+            let subs = sub_fields(field);
+            let what = match KNOBS.iter().find(|k| k.field == Some(field)) {
+                Some(k) if k.default.is_some() || subs.is_empty() => {
+                    format!("give a value, e.g. {} = {}", key, example(k))
+                }
+                _ => format!("give its fields, e.g. {key} = {{ {subs} }}"),
+            };
+            return Err(src.fail(field, format!("an empty table sets nothing: {what}")));
+        }
         toml::Value::Table(inner) => {
             if section == "traffic" && key == "rush" && !inner.contains_key("rate") {
                 return Err(src.fail(
@@ -337,24 +348,50 @@ fn knob_entries<'v>(
     })
 }
 
+/// A knob's default as a file would spell it, for an example in an error message.
+fn example(k: &knobs::Knob) -> String {
+    let d = k.default.unwrap_or("…");
+    match k.kind {
+        knobs::Kind::Duration { .. }
+        | knobs::Kind::Choice(_)
+        | knobs::Kind::Path
+        | knobs::Kind::Size
+        | knobs::Kind::PerDay => format!("{d:?}"),
+        _ => d.to_string(),
+    }
+}
+
+/// The knob fields under `field.`, as `a = …, b = …`.
+fn sub_fields(field: &str) -> String {
+    let parent = format!("{field}.");
+    KNOBS
+        .iter()
+        .filter_map(|k| k.field?.strip_prefix(parent.as_str()))
+        .map(|f| format!("{f} = …"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// The name becomes part of output file names (tables/<name>-series.csv), so it must not be
 /// able to climb out of the output directory.
 fn check_name(src: &Source<'_>, name: &str) -> Result<(), ScenarioError> {
+    name_problem(name).map_or(Ok(()), |m| Err(src.fail("name", m)))
+}
+
+/// Why `name` cannot name a scenario, or `None`: the one rule, for a file's `name` and for
+/// the name `fit --out` would give the scenario it writes.
+pub fn name_problem(name: &str) -> Option<String> {
     let name_ok = !name.is_empty()
         && !name.starts_with('.')
         && name.len() <= 100
         && name
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if !name_ok {
-        return Err(src.fail(
-            "name",
-            format!(
-                "{name:?}: use up to 100 letters, digits, '-', '_' or '.', not starting with '.' (it names output files)"
-            ),
-        ));
-    }
-    Ok(())
+    (!name_ok).then(|| {
+        format!(
+            "{name:?}: use up to 100 letters, digits, '-', '_' or '.', not starting with '.' (it names output files)"
+        )
+    })
 }
 
 /// Which sections a file has.

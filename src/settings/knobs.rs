@@ -17,8 +17,13 @@ pub const FILE_ONLY: u8 = 0;
 /// What values a knob takes. Every bound is inclusive unless `above` says "strictly above".
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Kind {
-    /// A duration like `24h`; `above_zero` refuses `0s`.
-    Duration { above_zero: bool, max_s: f64 },
+    /// A duration like `24h`; `above_zero` refuses `0s`; `min` (seconds, and why) refuses
+    /// anything shorter where a short value is a runaway rather than a choice.
+    Duration {
+        above_zero: bool,
+        min: Option<(f64, &'static str)>,
+        max_s: f64,
+    },
     /// A real number in `min..=max` (`above_min`: strictly above `min`).
     Number { min: f64, above_min: bool, max: f64 },
     /// A fraction in 0..=1, written `0.001` or `0.1%`.
@@ -65,11 +70,32 @@ const DAY_S: f64 = 86_400.0;
 pub const MAX_SIMULATED_S: f64 = 90.0 * DAY_S;
 /// 10⁶ creates/s is 500 times the seed's peak: beyond it the model's store size is fantasy.
 const MAX_RATE_PER_S: f64 = 1e6;
+/// One call in 11.6 days: less than ten calls in the 90-day limit of simulated time, so any
+/// lower rate is a typo (`1e-320` would size a store of 0 B).
+const MIN_RATE_PER_S: f64 = 1e-6;
 const MAX_USD: f64 = 1e6;
 
 const fn duration(above_zero: bool, max_s: f64) -> Kind {
-    Kind::Duration { above_zero, max_s }
+    Kind::Duration {
+        above_zero,
+        min: None,
+        max_s,
+    }
 }
+/// A duration of at least `min_s`, for the reason `why` (shown in the refusal).
+const fn duration_from(min_s: f64, why: &'static str, max_s: f64) -> Kind {
+    Kind::Duration {
+        above_zero: true,
+        min: Some((min_s, why)),
+        max_s,
+    }
+}
+
+/// The shortest sweep period: 1ns over the default day and a half of simulated time is 10¹⁴
+/// sweeps (the run takes over an hour instead of seconds), while retentions and the carrier's
+/// window are whole seconds at the least, so below 1 s no figure changes.
+const MIN_SWEEP_PERIOD_S: f64 = 1.0;
+const SWEEP_PERIOD_WHY: &str = "the sweeper runs once per period of simulated time, and a run simulates hours to days, so a shorter period only multiplies the sweeps (1ns would take hours) without changing any figure";
 const fn above(min: f64, max: f64) -> Kind {
     Kind::Number {
         min,
@@ -128,7 +154,7 @@ pub const KNOBS: &[Knob] = &[
         "rate_per_s",
         "--rate",
         Some("traffic.rate"),
-        above(0.0, MAX_RATE_PER_S),
+        at_least(MIN_RATE_PER_S, MAX_RATE_PER_S),
         Some("400"),
         BOTH,
         "CALLS_PER_S",
@@ -169,7 +195,7 @@ pub const KNOBS: &[Knob] = &[
         "peak_rate_per_s",
         "--peak-rate",
         Some("model.peak_rate"),
-        above(0.0, MAX_RATE_PER_S),
+        at_least(MIN_RATE_PER_S, MAX_RATE_PER_S),
         Some("2000"),
         BOTH,
         "CALLS_PER_S",
@@ -369,11 +395,11 @@ pub const KNOBS: &[Knob] = &[
         "sweep_period",
         "--sweep-period",
         Some("traffic.sweep_period"),
-        duration(true, DAY_S),
+        duration_from(MIN_SWEEP_PERIOD_S, SWEEP_PERIOD_WHY, DAY_S),
         Some("60s"),
         SIMULATE,
         "DURATION",
-        "How often the sweeper runs."
+        "How often the sweeper runs, in simulated time (at least 1s)."
     ),
     knob!(
         "sweep_batch",
@@ -738,7 +764,7 @@ impl Knob {
     /// what-if panel checks a link's values against it); `None` for words, paths and switches.
     pub fn numeric_range(&self) -> Option<(f64, f64)> {
         match self.kind {
-            Kind::Duration { max_s, .. } => Some((0.0, max_s)),
+            Kind::Duration { min, max_s, .. } => Some((min.map_or(0.0, |(m, _)| m), max_s)),
             Kind::Number { min, max, .. } => Some((min, max)),
             Kind::Fraction => Some((0.0, 1.0)),
             Kind::Count { min, max } => Some((min as f64, max as f64)),
@@ -812,6 +838,18 @@ fn number_text(text: &str) -> Result<f64, Refusal> {
     Ok(v)
 }
 
+/// A subnormal number (`1e-320`) passes "> 0" but is no quantity anyone means: it rounds
+/// every figure it touches to zero, so every numeric knob refuses it.
+fn not_subnormal(v: f64, shown: &str) -> Result<(), Refusal> {
+    if v.is_subnormal() {
+        return Err(out_of_range(format!(
+            "{shown} is too small to mean anything (a subnormal number, below {:e})",
+            f64::MIN_POSITIVE
+        )));
+    }
+    Ok(())
+}
+
 impl Knob {
     /// The one check every value of this knob goes through, from a flag or from a file.
     pub fn check(&self, raw: &Raw) -> Result<Value, Refusal> {
@@ -849,7 +887,11 @@ impl Knob {
             Raw::List(_) => "a list".into(),
         };
         match self.kind {
-            Kind::Duration { above_zero, max_s } => {
+            Kind::Duration {
+                above_zero,
+                min,
+                max_s,
+            } => {
                 let Raw::Text(text) = raw else {
                     return Err(unreadable(format!(
                         "{shown} is not a duration: write it as a string like \"250ms\", \"30s\" or \"24h\""
@@ -858,6 +900,14 @@ impl Knob {
                 let d = crate::duration::parse(text).map_err(|e| unreadable(e.to_string()))?;
                 if above_zero && d.is_zero() {
                     return Err(out_of_range(format!("must be longer than 0s, not {text}")));
+                }
+                if let Some((min_s, why)) = min
+                    && d.as_secs_f64() < min_s
+                {
+                    return Err(out_of_range(format!(
+                        "{text} is shorter than the {} limit: {why}",
+                        crate::duration::format_secs(min_s)
+                    )));
                 }
                 if d.as_secs_f64() > max_s {
                     return Err(out_of_range(format!(
@@ -879,6 +929,7 @@ impl Knob {
                     _ => return Err(unreadable(format!("{shown} is not a number"))),
                 };
                 let low_ok = if above_min { v > min } else { v >= min };
+                not_subnormal(v, &shown)?;
                 if !(v.is_finite() && low_ok && v <= max) {
                     let low = if above_min { "above" } else { "at least" };
                     return Err(out_of_range(format!(
@@ -897,6 +948,7 @@ impl Knob {
                     Raw::Int(i) => *i as f64,
                     _ => return Err(unreadable(format!("{shown} is not a fraction"))),
                 };
+                not_subnormal(v, &shown)?;
                 if !(0.0..=1.0).contains(&v) {
                     return Err(out_of_range(format!(
                         "must be a fraction from 0 to 1 (e.g. 0.001 or 0.1%), not {shown}"
@@ -944,6 +996,7 @@ impl Knob {
                     Raw::Int(i) => *i as f64,
                     _ => return Err(unreadable(format!("{shown} is not a rate per day"))),
                 };
+                not_subnormal(v, &shown)?;
                 if !(v.is_finite() && (lo..=hi).contains(&v)) {
                     return Err(out_of_range(format!(
                         "{shown} is out of range: must be at least 0 and at most 1e12 a day"

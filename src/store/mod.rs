@@ -394,6 +394,7 @@ impl StoreSpec {
             if let Some(s) = &schema {
                 postgres::check_schema_name(s).map_err(|m| fail(&m))?;
             }
+            check_database(&url).map_err(|m| fail(&m))?;
             return Ok(StoreSpec::Postgres { url, schema });
         }
         if lower.starts_with("redis://") {
@@ -440,6 +441,30 @@ impl StoreSpec {
                 None => postgres::redact_url(url),
             },
         }
+    }
+}
+
+/// Refuses a PostgreSQL URL whose database is one a run must not write into: `template0` and
+/// `template1` (every `CREATE DATABASE` copies template1, so tables left there appear in every
+/// new database), and `postgres`, the maintenance database, when the URL names no database and
+/// the driver falls back to it (the user `postgres`); `…/postgres` written out is allowed.
+/// The database is read as the driver reads it (`/DB`, `?dbname=DB`, percent-escapes); a URL
+/// the driver cannot read is left for it to refuse.
+fn check_database(url: &str) -> Result<(), String> {
+    let Ok(config) = url.parse::<::postgres::Config>() else {
+        return Ok(());
+    };
+    match config.get_dbname() {
+        Some(db @ ("template0" | "template1")) => {
+            Err(format!(
+                "the database `{db}` is a template every new database is copied from; name a database of your own (…/DATABASE)"
+            ))
+        }
+        Some(_) => Ok(()),
+        None if config.get_user() == Some("postgres") => Err(
+            "names no database, so it would write into `postgres`, the server's maintenance database; name one (…/DATABASE), or write …/postgres if you mean it".into(),
+        ),
+        None => Ok(()),
     }
 }
 
