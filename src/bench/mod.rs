@@ -1,8 +1,10 @@
 //! `idemcalc bench`: how fast the engine creates labels, and what it costs against the bare SQL.
 //!
-//! A run fills two identical stores (one for the engine, one for the raw-SQL baseline), then
-//! measures both in alternating slices of about a second (engine, baseline, baseline, engine, …)
-//! so that noise from a shared machine falls on both alike. Each slice drives the writers (one
+//! A run fills two identical stores (one for the engine, one for the raw-SQL baseline), measures
+//! the store's own ceiling (`ceiling`), warms both sides up, then measures `--runs` runs of each
+//! side alternately (engine, baseline, engine, …) so that drift in a shared machine's load falls
+//! on both alike, and reports each figure's spread and the engine/baseline ratio with its 95 %
+//! interval from the paired runs (`runs`). Each slice drives the writers (one
 //! on SQLite, one per pooled connection on PostgreSQL) with `workers` clients, flat out or open
 //! loop at a target rate (see `serve`). At the end the store invariants are checked on both
 //! stores, and every 201 handed to a client must have its label stored. On PostgreSQL `pgbench`
@@ -13,16 +15,20 @@
 //! the stores, checkpoints SQLite's WAL into the database file and reports how far it got.
 
 mod baseline;
+pub mod ceiling;
 pub mod checkpoint;
 pub mod fill;
 pub mod mix;
 pub mod pg;
 pub mod redis;
 mod report;
+pub mod runs;
 mod serve;
 
 pub use baseline::{Baseline, SqliteWriter};
-pub use report::{InvariantCheck, Machine, Percentiles, Report, SideReport, render_table};
+pub use report::{
+    InvariantCheck, Machine, Percentiles, Report, RunSample, SideReport, SideSummary, render_table,
+};
 
 use crate::carrier::{Carrier, CarrierConfig, Latency};
 use crate::clock::{Clock, SystemClock};
@@ -55,8 +61,29 @@ pub const HELD_KEYS: u64 = 1000;
 pub const FLAT_OUT_PLANNING_RATE: f64 = 100_000.0;
 /// At most this many abandoned keys are written, whatever the plan: ~1 GB of store.
 pub const MAX_PLANNED_TAKEOVERS: u64 = 2_000_000;
-/// Slices last about this long; each side gets half of every pair of slices.
-pub const SLICE: Duration = Duration::from_secs(1);
+/// At most this many runs per side.
+pub const MAX_RUNS: u32 = 100;
+/// The warm-up of each side before the runs: half a run, at most this long.
+pub const MAX_WARMUP: Duration = Duration::from_secs(1);
+
+/// Where a run is, for a progress display: `measured_s` of `total_s` seconds of measuring
+/// (warm-up and runs, both sides) done, and what is under way.
+#[derive(Debug, Clone)]
+pub struct ProgressEvent {
+    pub measured_s: f64,
+    pub total_s: f64,
+    pub message: String,
+}
+
+/// Called as a run moves from one phase to the next (the command line draws it).
+#[derive(Clone)]
+pub struct ProgressHook(pub Arc<dyn Fn(&ProgressEvent) + Send + Sync>);
+
+impl std::fmt::Debug for ProgressHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProgressHook")
+    }
+}
 
 /// A validated bench run.
 #[derive(Debug, Clone)]
@@ -65,8 +92,14 @@ pub struct BenchConfig {
     pub workers: u32,
     /// Creates per second, open loop; `None` runs flat out (closed loop).
     pub rate_per_s: Option<f64>,
-    /// How long each side (engine, baseline) is measured.
+    /// How long each run of each side (engine, baseline) is measured.
     pub duration: Duration,
+    /// Runs per side, alternating engine and baseline after a warm-up (`--runs`).
+    pub runs: u32,
+    /// Measure the store's flush (commit, round-trip) ceiling before the runs.
+    pub ceiling: bool,
+    /// Told of each phase; `None` runs silently.
+    pub progress: Option<ProgressHook>,
     pub mix: Mix,
     /// Where the engine's store goes, a `--store` spec: an SQLite file (the baseline's sits
     /// beside it) or a PostgreSQL URL (see `pg`); `None` is SQLite in a temp dir.
@@ -96,6 +129,9 @@ impl Default for BenchConfig {
             workers: 64,
             rate_per_s: None,
             duration: Duration::from_secs(10),
+            runs: 5,
+            ceiling: true,
+            progress: None,
             mix: Mix::default(),
             store: None,
             synchronous: Synchronous::Normal,
@@ -148,6 +184,12 @@ impl BenchConfig {
                 MIN_DURATION.as_millis(),
                 MAX_DURATION.as_secs(),
                 self.duration
+            ));
+        }
+        if self.runs == 0 || self.runs > MAX_RUNS {
+            return bad(format!(
+                "--runs must be between 1 and {MAX_RUNS}, not {}",
+                self.runs
             ));
         }
         if self.prefill_keys > MAX_PREFILL_KEYS {
@@ -208,8 +250,28 @@ impl BenchConfig {
             return 0;
         }
         let rate = self.rate_per_s.unwrap_or(FLAT_OUT_PLANNING_RATE);
-        let n = (share * rate * self.duration.as_secs_f64() * 1.1).ceil() as u64 + 100;
+        let n = (share * rate * self.measured_per_side().as_secs_f64() * 1.1).ceil() as u64 + 100;
         n.min(MAX_PLANNED_TAKEOVERS)
+    }
+
+    /// Each side's warm-up: half a run, at most [`MAX_WARMUP`].
+    pub fn warmup(&self) -> Duration {
+        (self.duration / 2).min(MAX_WARMUP)
+    }
+
+    /// Warm-up and runs of one side.
+    fn measured_per_side(&self) -> Duration {
+        self.warmup() + self.duration * self.runs
+    }
+
+    fn tell(&self, measured: Duration, message: String) {
+        if let Some(hook) = &self.progress {
+            (hook.0)(&ProgressEvent {
+                measured_s: measured.as_secs_f64(),
+                total_s: 2.0 * self.measured_per_side().as_secs_f64(),
+                message,
+            });
+        }
     }
 
     fn layout(&self) -> Layout {
@@ -230,7 +292,10 @@ struct Side {
     services: Vec<Box<dyn Service>>,
     commits: Commits,
     counters: Counters,
+    /// The runs, summed (the warm-up is not in it).
     tally: Tally,
+    /// The warm-up: not measured, but its labels and problems count in the checks.
+    warm: Tally,
     baseline: bool,
 }
 
@@ -246,11 +311,19 @@ impl Side {
             commits,
             counters: Counters::new(layout),
             tally: Tally::new(),
+            warm: Tally::new(),
             baseline,
         }
     }
 
-    fn slice(&mut self, config: &BenchConfig, layout: &Layout, length: Duration, slice_no: u64) {
+    /// Runs one slice; `run` 0 is the warm-up, else the run's number, whose sample it returns.
+    fn slice(
+        &mut self,
+        config: &BenchConfig,
+        layout: &Layout,
+        length: Duration,
+        slice_no: u64,
+    ) -> Option<RunSample> {
         let plan = Plan {
             workers: config.workers as usize,
             rate_per_s: config.rate_per_s,
@@ -263,43 +336,100 @@ impl Side {
             interrupted: &config.interrupted,
         };
         let t = serve::run_slice(&mut self.services, &self.commits, &plan);
+        if slice_no == 0 {
+            self.warm.absorb(t);
+            return None;
+        }
+        let sample = RunSample::of(slice_no as u32, &t);
         self.tally.absorb(t);
+        Some(sample)
+    }
+
+    /// Every 201 of the warm-up and the runs.
+    fn created(&self) -> u64 {
+        self.tally.created + self.warm.created
+    }
+
+    /// The warm-up's problems join the runs': a wrong answer is wrong whenever it came.
+    fn absorb_warmup_problems(&mut self) {
+        let w = &self.warm;
+        self.tally.unexpected += w.unexpected;
+        self.tally.errors += w.errors;
+        self.tally.lost_answers += w.lost_answers;
+        self.tally.takeovers_short += w.takeovers_short;
+        if self.tally.first_problem.is_none() {
+            self.tally.first_problem = w.first_problem.clone();
+        }
     }
 
     /// The invariants of its store, and every 201 it gave checked against the labels.
     fn check(&mut self, layout: &Layout) -> Result<InvariantCheck, BenchError> {
-        let created = self.tally.created;
+        let created = self.created();
         check(self.services[0].store(), layout, created)
     }
 }
 
-/// Measures both sides in alternating slices until the duration is spent or Ctrl-C; returns
-/// the number of slices planned and how many ran.
+/// What the runs measured: the samples of each complete pair of runs.
+struct Samples {
+    runs_done: u32,
+    engine: Vec<RunSample>,
+    baseline: Vec<RunSample>,
+}
+
+/// Warms both sides up, then measures `runs` runs of each, alternating engine and baseline,
+/// until done or Ctrl-C. Only complete pairs are kept: an interrupted run is not a sample.
 fn measure(
     config: &BenchConfig,
     layout: &Layout,
     engine: &mut Side,
     baseline: &mut Side,
-) -> (u32, u32) {
-    let slices = config.duration.as_nanos().div_ceil(SLICE.as_nanos()).max(1) as u32;
-    let length = config.duration / slices;
-    let mut ran = 0;
-    for n in 0..u64::from(slices) {
+) -> Samples {
+    let warm = config.warmup();
+    let mut done = Duration::ZERO;
+    config.tell(done, format!("warm-up, {:.1} s a side", warm.as_secs_f64()));
+    engine.slice(config, layout, warm, 0);
+    baseline.slice(config, layout, warm, 0);
+    done += warm * 2;
+    let mut samples = Samples {
+        runs_done: 0,
+        engine: Vec::new(),
+        baseline: Vec::new(),
+    };
+    let last = |s: &Samples| match (s.engine.last(), s.baseline.last()) {
+        (Some(e), Some(b)) => format!(
+            " (last: engine {} creates/s, baseline {})",
+            crate::format::thousands(e.creates_per_s),
+            crate::format::thousands(b.creates_per_s)
+        ),
+        _ => String::new(),
+    };
+    for n in 1..=u64::from(config.runs) {
         if config.interrupted.load(Ordering::Relaxed) {
             break;
         }
-        // Engine first in even pairs, baseline first in odd ones: a drift in the machine's load
-        // during the run does not favour either. Both get the same seed, so the same draws.
-        if n % 2 == 0 {
-            engine.slice(config, layout, length, n);
-            baseline.slice(config, layout, length, n);
-        } else {
-            baseline.slice(config, layout, length, n);
-            engine.slice(config, layout, length, n);
+        // Both sides get the same seed for a run, so the same draws.
+        config.tell(
+            done,
+            format!("run {n}/{} engine{}", config.runs, last(&samples)),
+        );
+        let e = engine.slice(config, layout, config.duration, n);
+        done += config.duration;
+        config.tell(
+            done,
+            format!("run {n}/{} baseline{}", config.runs, last(&samples)),
+        );
+        let b = baseline.slice(config, layout, config.duration, n);
+        done += config.duration;
+        if config.interrupted.load(Ordering::Relaxed) {
+            break;
         }
-        ran += 1;
+        if let (Some(e), Some(b)) = (e, b) {
+            samples.engine.push(e);
+            samples.baseline.push(b);
+            samples.runs_done += 1;
+        }
     }
-    (slices, ran)
+    samples
 }
 
 /// The carrier answers at once and keeps no ledger: the bench measures the engine and its
@@ -380,6 +510,19 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
         source,
     })?;
     let fill_s = fill_started.elapsed().as_secs_f64();
+    let ceiling = config.ceiling.then(|| {
+        config.tell(Duration::ZERO, "measuring the disk's flush rate".into());
+        let dir = engine_path
+            .parent()
+            .filter(|d| !d.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        ceiling::sqlite_flushes(dir, ceiling_time(config)).map(|per_s| CeilingMeasure {
+            unit: "flushes",
+            connections: 1,
+            per_s,
+            note: ceiling::sqlite_note(config.synchronous),
+        })
+    });
 
     let options = SqliteOptions {
         synchronous: config.synchronous,
@@ -416,7 +559,7 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
         &layout,
         true,
     );
-    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
+    let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
     let (engine_ckpt, baseline_ckpt) = match checkpointers {
         Some((e, b)) => (Some(e.stop()), Some(b.stop())),
@@ -431,8 +574,8 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
     let measured = Measured {
         load_before,
         fill_s,
-        slices,
-        slices_run,
+        samples,
+        ceiling,
         wal_checkpointed: Some(wal_ok),
     };
     finish(
@@ -498,6 +641,26 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         pg::fill(&mut pool.get()?, &layout, now)?;
     }
     let fill_s = fill_started.elapsed().as_secs_f64();
+    let ceiling = if config.ceiling {
+        config.tell(Duration::ZERO, "measuring PostgreSQL's commit rate".into());
+        Some(
+            ceiling::postgres_commits(
+                engine_pool,
+                config.pool_size,
+                config.synchronous,
+                ceiling_time(config),
+            )
+            .map(|per_s| CeilingMeasure {
+                unit: "commits",
+                connections: config.pool_size,
+                per_s,
+                note: ceiling::postgres_note(config.synchronous, config.pool_size),
+            })
+            .map_err(|e| e.to_string()),
+        )
+    } else {
+        None
+    };
 
     let (mut engine_side, mut baseline_side) = pooled_sides(
         config,
@@ -505,7 +668,7 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         || Ok(Box::new(engine_pool.get()?)),
         || Ok(Box::new(pg::PgBaseline::new(baseline_pool.get()?)?)),
     )?;
-    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
+    let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
     let pgbench = match pgbench_pool {
         Some(_) if config.interrupted.load(Ordering::Relaxed) => {
@@ -523,8 +686,8 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
     let measured = Measured {
         load_before,
         fill_s,
-        slices,
-        slices_run,
+        samples,
+        ceiling,
         wal_checkpointed: None,
     };
     finish(
@@ -555,6 +718,22 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
         redis::fill(&mut open(i)?, &layout, now)?;
     }
     let fill_s = fill_started.elapsed().as_secs_f64();
+    let ceiling = if config.ceiling {
+        config.tell(Duration::ZERO, "measuring Redis's round-trip rate".into());
+        let conns = (0..config.pool_size)
+            .map(|_| open(0))
+            .collect::<Result<Vec<_>, _>>()?;
+        Some(
+            ceiling::redis_round_trips(conns, ceiling_time(config)).map(|per_s| CeilingMeasure {
+                unit: "round trips",
+                connections: config.pool_size,
+                per_s,
+                note: None,
+            }),
+        )
+    } else {
+        None
+    };
 
     let (mut engine_side, mut baseline_side) = pooled_sides(
         config,
@@ -562,12 +741,12 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
         || Ok(Box::new(open(0)?)),
         || Ok(Box::new(redis::RedisBaseline::new(open(1)?))),
     )?;
-    let (slices, slices_run) = measure(config, &layout, &mut engine_side, &mut baseline_side);
+    let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
     let measured = Measured {
         load_before,
         fill_s,
-        slices,
-        slices_run,
+        samples,
+        ceiling,
         wal_checkpointed: None,
     };
     finish(
@@ -583,12 +762,26 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
     )
 }
 
+/// How long each ceiling loop runs: a second, or a shorter run's duration.
+fn ceiling_time(config: &BenchConfig) -> Duration {
+    config.duration.min(ceiling::CEILING_TIME)
+}
+
+/// A store's ceiling as measured, before it is divided by the units per create.
+struct CeilingMeasure {
+    unit: &'static str,
+    connections: u32,
+    per_s: f64,
+    note: Option<String>,
+}
+
 /// What any store's run has once it has measured, for the report.
 struct Measured {
     load_before: Option<f64>,
     fill_s: f64,
-    slices: u32,
-    slices_run: u32,
+    samples: Samples,
+    /// `None` when not asked for; `Err` says why it could not be measured.
+    ceiling: Option<Result<CeilingMeasure, String>>,
     /// SQLite only: whether both WALs went back into their database files.
     wal_checkpointed: Option<bool>,
 }
@@ -607,14 +800,49 @@ fn finish(
     let [(engine, engine_ckpt), (baseline, baseline_ckpt)] = sides;
     let engine_check = engine.check(layout)?;
     let baseline_check = baseline.check(layout)?;
+    engine.absorb_warmup_problems();
+    baseline.absorb_warmup_problems();
+    // Two transactions per create (two scripts on Redis); with group commit, as measured.
+    let per_create = match group_stats(&engine.commits) {
+        Some(g) if engine.created() > 0 => g.commits as f64 / engine.created() as f64,
+        _ => 2.0,
+    };
+    let engine_mean = runs::Spread::of(
+        &m.samples
+            .engine
+            .iter()
+            .map(|r| r.creates_per_s)
+            .collect::<Vec<_>>(),
+    )
+    .mean;
+    let (ceiling, ceiling_note) = match m.ceiling {
+        None => (None, Some("not asked for".to_string())),
+        Some(Err(e)) => (None, Some(format!("could not be measured: {e}"))),
+        Some(Ok(c)) => (
+            Some(ceiling::Ceiling::new(
+                c.unit,
+                c.connections,
+                c.per_s,
+                per_create,
+                engine_mean,
+                c.note,
+            )),
+            None,
+        ),
+    };
     Ok(Report::build(report::Parts {
         config,
         layout,
         engine_store: pools[0].describe(),
         baseline_store: pools[1].describe(),
         kept: stores.kept(),
-        slices: m.slices,
-        slices_run: m.slices_run,
+        runs: config.runs,
+        runs_done: m.samples.runs_done,
+        warmup_s: config.warmup().as_secs_f64(),
+        engine_runs: m.samples.engine,
+        baseline_runs: m.samples.baseline,
+        ceiling,
+        ceiling_note,
         fill_s: m.fill_s,
         engine: (
             &engine.tally,

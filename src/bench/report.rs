@@ -1,9 +1,11 @@
 //! What a bench run reports: a JSON document with a schema version, and a table for people.
 
 use super::BenchConfig;
+use super::ceiling::Ceiling;
 use super::checkpoint::{CheckpointStats, Checkpoints};
 use super::fill::Layout;
 use super::mix::{Kind, PerKind};
+use super::runs::{self, Comparison, Interval, Spread};
 use super::serve::Tally;
 use crate::format::{latency, thousands};
 use crate::store::group::GroupStats;
@@ -12,8 +14,95 @@ use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::fmt::Write as _;
 
-/// Bumped when a field changes meaning or goes away; new fields do not bump it.
-pub const SCHEMA_VERSION: u32 = 1;
+/// Bumped when a field changes meaning or goes away; new fields do not bump it. 2: figures are
+/// means over `--runs` runs, `creates_per_s` counts 201s that created a label only (not
+/// replays, 409s or 422s), `config.slices`/`slices_run` became `config.runs`/`runs_done`.
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// One run of one side.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunSample {
+    /// 1 for the first run after the warm-up.
+    pub run: u32,
+    pub elapsed_s: f64,
+    pub requests: u64,
+    /// 201s that created a label (first runs and takeovers): what `creates_per_s` counts.
+    pub creates: u64,
+    pub replays: u64,
+    pub conflicts: u64,
+    pub reused: u64,
+    pub errors: u64,
+    pub creates_per_s: f64,
+    pub replays_per_s: f64,
+    /// 409s per second.
+    pub conflicts_per_s: f64,
+    /// 422s per second.
+    pub reused_per_s: f64,
+    pub errors_per_s: f64,
+    pub p50_us: u64,
+    pub p99_us: u64,
+}
+
+impl RunSample {
+    pub(super) fn of(run: u32, t: &Tally) -> Self {
+        let s = t.elapsed.as_secs_f64();
+        let per_s = |n: u64| if s > 0.0 { n as f64 / s } else { 0.0 };
+        Self {
+            run,
+            elapsed_s: s,
+            requests: t.requests(),
+            creates: t.created,
+            replays: t.replayed,
+            conflicts: t.conflicts,
+            reused: t.reused,
+            errors: t.errors,
+            creates_per_s: per_s(t.created),
+            replays_per_s: per_s(t.replayed),
+            conflicts_per_s: per_s(t.conflicts),
+            reused_per_s: per_s(t.reused),
+            errors_per_s: per_s(t.errors),
+            p50_us: t.latency_us.value_at_quantile(0.50),
+            p99_us: t.latency_us.value_at_quantile(0.99),
+        }
+    }
+}
+
+/// A side's runs together: the spread of creates/s and of p50/p99, and the mean rates of the
+/// other answers.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SideSummary {
+    pub creates_per_s: Spread,
+    pub p50_us: Spread,
+    pub p99_us: Spread,
+    pub replays_per_s: f64,
+    pub conflicts_per_s: f64,
+    pub reused_per_s: f64,
+    pub errors_per_s: f64,
+}
+
+impl SideSummary {
+    pub fn of(samples: &[RunSample]) -> Self {
+        let spread =
+            |f: &dyn Fn(&RunSample) -> f64| Spread::of(&samples.iter().map(f).collect::<Vec<_>>());
+        Self {
+            creates_per_s: spread(&|r| r.creates_per_s),
+            p50_us: spread(&|r| r.p50_us as f64),
+            p99_us: spread(&|r| r.p99_us as f64),
+            replays_per_s: spread(&|r| r.replays_per_s).mean,
+            conflicts_per_s: spread(&|r| r.conflicts_per_s).mean,
+            reused_per_s: spread(&|r| r.reused_per_s).mean,
+            errors_per_s: spread(&|r| r.errors_per_s).mean,
+        }
+    }
+}
+
+/// Every run's samples, in the order they ran (engine run i just before baseline run i).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunsView {
+    pub warmup_s: f64,
+    pub engine: Vec<RunSample>,
+    pub baseline: Vec<RunSample>,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
 pub struct Percentiles {
@@ -127,9 +216,9 @@ pub struct ConfigView {
     pub workers: u32,
     /// `null`: flat out.
     pub rate_per_s: Option<f64>,
-    /// Measured time per side; the two sides alternate in `slices` slices each.
+    /// Measured time of each run of each side; the sides alternate, `runs` runs each.
     pub duration_s: f64,
-    pub slices: u32,
+    pub runs: u32,
     pub mix: String,
     pub synchronous: Synchronous,
     /// `null`: every transaction commits on its own.
@@ -154,20 +243,35 @@ pub struct Report {
     pub schema_version: u32,
     /// Every check passed: expected answers, no errors, invariants on both stores.
     pub ok: bool,
-    /// CreateLabel calls answered per second (every kind of the mix).
+    /// 201s that created a label per second (first runs and takeovers; not replays, 409s or
+    /// 422s), the mean over the runs.
     pub creates_per_s: f64,
     pub baseline_creates_per_s: f64,
+    /// Engine creates/s over the baseline's, the mean of the paired runs' ratios with its 95 %
+    /// interval (Student t).
+    pub ratio: Interval,
+    pub engine_summary: SideSummary,
+    pub baseline_summary: SideSummary,
+    /// The store's own limit, measured before the runs.
+    pub ceiling: Option<Ceiling>,
+    /// Why there is no ceiling, when there is none.
+    pub ceiling_note: Option<String>,
+    /// Why the figures should not be trusted yet (wide spread, a loaded machine).
+    pub warnings: Vec<String>,
+    /// `--baseline FILE`: this run against a saved one.
+    pub comparison: Option<Comparison>,
+    pub runs: RunsView,
     /// Writer time per create, engine over baseline: 1.25 means the engine costs 25 % more than
     /// the bare SQL it runs. Meaningful at any rate, unlike a ratio of rates at a target rate.
     pub overhead_ratio: f64,
-    /// `creates_per_s / baseline_creates_per_s`: the share of the baseline's rate reached (flat
-    /// out; at a target rate both sides run at the target).
+    /// `ratio.mean`: the share of the baseline's rate reached (flat out; at a target rate both
+    /// sides run at the target).
     pub rate_vs_baseline: f64,
     /// `sqlite:per_transaction`, `sqlite:group` or `postgres:per_transaction`.
     pub commit_mode: String,
-    /// Ctrl-C stopped the run early: the figures cover `slices_run` of `config.slices` slices.
+    /// Ctrl-C stopped the run early: the figures cover `runs_done` of `config.runs` runs.
     pub interrupted: bool,
-    pub slices_run: u32,
+    pub runs_done: u32,
     /// Measured time per side that the figures cover (all of `config.duration_s` unless
     /// interrupted).
     pub measured_s_per_side: f64,
@@ -216,8 +320,13 @@ pub(super) struct Parts<'a> {
     pub engine_store: String,
     pub baseline_store: String,
     pub kept: bool,
-    pub slices: u32,
-    pub slices_run: u32,
+    pub runs: u32,
+    pub runs_done: u32,
+    pub warmup_s: f64,
+    pub engine_runs: Vec<RunSample>,
+    pub baseline_runs: Vec<RunSample>,
+    pub ceiling: Option<Ceiling>,
+    pub ceiling_note: Option<String>,
     pub fill_s: f64,
     pub engine: SideParts<'a>,
     pub baseline: SideParts<'a>,
@@ -300,24 +409,50 @@ impl Report {
                 Err(why) => (None, Some(why.clone())),
             },
         };
-        let interrupted = p.slices_run < p.slices;
+        let interrupted = p.runs_done < p.runs;
+        let engine_summary = SideSummary::of(&p.engine_runs);
+        let baseline_summary = SideSummary::of(&p.baseline_runs);
+        let creates = |v: &[RunSample]| v.iter().map(|r| r.creates_per_s).collect::<Vec<_>>();
+        let paired = runs::paired_ratio(&creates(&p.engine_runs), &creates(&p.baseline_runs));
+        let machine = p.machine;
+        let load = match (machine.load_avg_1m_before, machine.load_avg_1m_after) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
+        let warnings = runs::noise_warnings(
+            &engine_summary.creates_per_s,
+            &baseline_summary.creates_per_s,
+            load,
+            machine.cores,
+        );
         Self {
             schema_version: SCHEMA_VERSION,
             // Checks only: an interrupted run whose checks passed is ok, and says it was
             // interrupted.
             ok: engine.ok() && baseline.ok(),
-            creates_per_s: per_s(et),
-            baseline_creates_per_s: per_s(bt),
+            creates_per_s: engine_summary.creates_per_s.mean,
+            baseline_creates_per_s: baseline_summary.creates_per_s.mean,
+            ratio: paired,
+            engine_summary,
+            baseline_summary,
+            ceiling: p.ceiling,
+            ceiling_note: p.ceiling_note,
+            warnings,
+            comparison: None,
+            runs: RunsView {
+                warmup_s: p.warmup_s,
+                engine: p.engine_runs,
+                baseline: p.baseline_runs,
+            },
             overhead_ratio: ratio(busy_us(et), busy_us(bt)),
-            rate_vs_baseline: ratio(per_s(et), per_s(bt)),
+            rate_vs_baseline: paired.mean,
             commit_mode: match c.group {
                 None => format!("{kind}:per_transaction"),
                 Some(_) => format!("{kind}:group"),
             },
             interrupted,
-            slices_run: p.slices_run,
-            measured_s_per_side: c.duration.as_secs_f64() * f64::from(p.slices_run)
-                / f64::from(p.slices.max(1)),
+            runs_done: p.runs_done,
+            measured_s_per_side: c.duration.as_secs_f64() * f64::from(p.runs_done),
             wal_checkpointed: p.wal_checkpointed,
             pgbench,
             pgbench_note,
@@ -332,7 +467,7 @@ impl Report {
                 workers: c.workers,
                 rate_per_s: c.rate_per_s,
                 duration_s: c.duration.as_secs_f64(),
-                slices: p.slices,
+                runs: p.runs,
                 mix: c.mix.to_string(),
                 synchronous: c.synchronous,
                 group_commit: c.group.map(|g| GroupPolicyView {
@@ -352,7 +487,7 @@ impl Report {
             },
             engine,
             baseline,
-            machine: p.machine,
+            machine,
         }
     }
 }
@@ -382,6 +517,8 @@ fn check_line(c: &InvariantCheck) -> String {
 pub fn render_table(r: &Report) -> String {
     let mut out = String::new();
     write_setup(&mut out, &r.config);
+    let _ = writeln!(out);
+    write_runs(&mut out, r);
     let _ = writeln!(out);
     write_latencies(&mut out, r);
     let _ = writeln!(out);
@@ -449,8 +586,8 @@ fn write_setup(out: &mut String, c: &ConfigView) {
     }
     let _ = writeln!(
         out,
-        "{} workers, {rate}, {:.1} s per side in {} alternating slices, mix {}",
-        c.workers, c.duration_s, c.slices, c.mix
+        "{} workers, {rate}, {} runs of {:.1} s per side alternating engine and baseline, mix {}",
+        c.workers, c.runs, c.duration_s, c.mix
     );
     let _ = writeln!(
         out,
@@ -462,12 +599,155 @@ fn write_setup(out: &mut String, c: &ConfigView) {
     );
 }
 
-/// Engine and baseline in aligned columns, so the two can be compared figure by figure.
+/// `x ± σ` for a rate.
+fn rate_pm(s: &Spread) -> String {
+    format!("{} ± {}", thousands(s.mean), thousands(s.sd))
+}
+
+fn latency_pm(s: &Spread) -> String {
+    format!(
+        "{} ± {}",
+        latency(s.mean.round() as u64),
+        latency(s.sd.round() as u64)
+    )
+}
+
+/// Units per create, whole when it is.
+fn per_create(k: f64) -> String {
+    if (k - k.round()).abs() < 1e-9 {
+        format!("{k:.0}")
+    } else {
+        format!("{k:.2}")
+    }
+}
+
+/// The runs: each figure's spread per side, the paired ratio with its interval, the other
+/// answers per second, the store's ceiling, and what makes the figures untrustworthy.
+fn write_runs(out: &mut String, r: &Report) {
+    let _ = writeln!(
+        out,
+        "{} of {} runs per side after a {:.1} s warm-up of each",
+        r.runs_done, r.config.runs, r.runs.warmup_s
+    );
+    let _ = writeln!(
+        out,
+        "{:<20}{:>24}{:>11}{:>11}{:>11}",
+        "", "mean ± σ", "min", "median", "max"
+    );
+    for (name, s) in [
+        ("engine", &r.engine_summary),
+        ("baseline", &r.baseline_summary),
+    ] {
+        let c = &s.creates_per_s;
+        let _ = writeln!(
+            out,
+            "{:<20}{:>24}{:>11}{:>11}{:>11}",
+            format!("{name} creates/s"),
+            rate_pm(c),
+            thousands(c.min),
+            thousands(c.median),
+            thousands(c.max)
+        );
+        for (what, l) in [("p50", &s.p50_us), ("p99", &s.p99_us)] {
+            let us = |x: f64| latency(x.round() as u64);
+            let _ = writeln!(
+                out,
+                "{:<20}{:>24}{:>11}{:>11}{:>11}",
+                format!("{name} {what}"),
+                latency_pm(l),
+                us(l.min),
+                us(l.median),
+                us(l.max)
+            );
+        }
+    }
+    let q = &r.ratio;
+    let interval = match (q.low, q.high) {
+        (Some(l), Some(h)) => format!(", 95 % interval {l:.2} to {h:.2} ({} paired runs)", q.n),
+        _ => " (one run: no interval; give --runs 2 or more)".to_string(),
+    };
+    let _ = writeln!(out, "engine / baseline creates/s: {:.2}{interval}", q.mean);
+    for (name, s) in [
+        ("engine", &r.engine_summary),
+        ("baseline", &r.baseline_summary),
+    ] {
+        let _ = writeln!(
+            out,
+            "{name} per second: {} creates, beside them {} replays, {} 409s, {} 422s, {} errors",
+            thousands(s.creates_per_s.mean),
+            thousands(s.replays_per_s),
+            thousands(s.conflicts_per_s),
+            thousands(s.reused_per_s),
+            thousands(s.errors_per_s)
+        );
+    }
+    match (&r.ceiling, &r.ceiling_note) {
+        (Some(c), _) => {
+            let per = if c.unit == "round trips" {
+                "round trips"
+            } else {
+                "commits"
+            };
+            let conns = if c.connections > 1 {
+                format!(" ({} connections)", c.connections)
+            } else {
+                String::new()
+            };
+            let _ = writeln!(
+                out,
+                "ceiling: {} {}/s{conns} ÷ {} {per} per create = {} creates/s; the engine reaches {:.0} % of it",
+                thousands(c.per_s),
+                c.unit,
+                per_create(c.per_create),
+                thousands(c.creates_per_s),
+                c.engine_share * 100.0
+            );
+            if let Some(note) = &c.note {
+                let _ = writeln!(out, "  ({note})");
+            }
+        }
+        (None, Some(note)) => {
+            let _ = writeln!(out, "ceiling: {note}");
+        }
+        (None, None) => {}
+    }
+    for w in &r.warnings {
+        let _ = writeln!(out, "{w}");
+    }
+    if let Some(c) = &r.comparison {
+        let pct = |x: f64| format!("{:+.1} %", x * 100.0);
+        let interval = match (c.change_low, c.change_high) {
+            (Some(l), Some(h)) => format!("95 % interval {} to {}", pct(l), pct(h)),
+            _ => "no interval with one run a side".to_string(),
+        };
+        let _ = writeln!(
+            out,
+            "against {}: engine creates/s {} now, {} then: {} ({interval}): {}",
+            c.baseline_file,
+            rate_pm(&c.current),
+            rate_pm(&c.baseline),
+            pct(c.change),
+            c.verdict.words()
+        );
+        if let Some(limit) = c.fail_on_regression
+            && c.fails
+        {
+            let _ = writeln!(
+                out,
+                "the regression is beyond --fail-on-regression {:.1} %: exit 1",
+                limit * 100.0
+            );
+        }
+    }
+}
+
+/// Engine and baseline in aligned columns over all runs together, so the two can be compared
+/// figure by figure, tail included.
 fn write_latencies(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
         "{:<18}{:>11}{:>11}{:>11}{:>11}{:>11}{:>13}",
-        "", "creates/s", "p50", "p99", "p99.9", "max", "busy/create"
+        "all runs together", "creates/s", "p50", "p99", "p99.9", "max", "busy/create"
     );
     for (name, per_s, l, s) in [
         ("engine", r.creates_per_s, &r.latency_us, &r.engine),
@@ -619,8 +899,11 @@ fn write_interruption(out: &mut String, r: &Report) {
     let c = &r.config;
     let _ = writeln!(
         out,
-        "interrupted: measured {:.1} s of {:.1} s per side ({} of {} slices); the figures above cover only that part",
-        r.measured_s_per_side, c.duration_s, r.slices_run, c.slices
+        "interrupted: measured {:.1} s of {:.1} s per side ({} of {} runs); the figures above cover only that part",
+        r.measured_s_per_side,
+        c.duration_s * f64::from(c.runs),
+        r.runs_done,
+        c.runs
     );
     let _ = writeln!(
         out,

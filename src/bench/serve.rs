@@ -111,6 +111,10 @@ pub struct Tally {
     pub by_kind: PerKind<u64>,
     /// 201s given to callers: each must have its label in the store.
     pub created: u64,
+    /// Saved responses replayed, 409s and 422s given (whatever the kind of request).
+    pub replayed: u64,
+    pub conflicts: u64,
+    pub reused: u64,
     pub unexpected: u64,
     pub errors: u64,
     pub first_problem: Option<String>,
@@ -137,6 +141,9 @@ impl Tally {
             send_lag_us: histogram(),
             by_kind: PerKind::default(),
             created: 0,
+            replayed: 0,
+            conflicts: 0,
+            reused: 0,
             unexpected: 0,
             errors: 0,
             first_problem: None,
@@ -159,6 +166,9 @@ impl Tally {
             *self.by_kind.get_mut(kind) += other.by_kind.get(kind);
         }
         self.created += other.created;
+        self.replayed += other.replayed;
+        self.conflicts += other.conflicts;
+        self.reused += other.reused;
         self.unexpected += other.unexpected;
         self.errors += other.errors;
         if self.first_problem.is_none() {
@@ -399,8 +409,12 @@ fn client(
         };
         match answer {
             Ok(outcome) => {
-                if outcome == Outcome::Created {
-                    tally.created += 1;
+                match outcome {
+                    Outcome::Created => tally.created += 1,
+                    Outcome::Replayed => tally.replayed += 1,
+                    Outcome::InProgress => tally.conflicts += 1,
+                    Outcome::KeyReused => tally.reused += 1,
+                    _ => {}
                 }
                 if outcome != expected {
                     tally.unexpected += 1;

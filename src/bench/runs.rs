@@ -1,0 +1,235 @@
+//! Repeated runs and what they say together: per side the spread of each figure, the
+//! engine/baseline ratio with a 95 % interval from the paired runs, when the spread is too wide
+//! to trust, and whether a later run differs from a saved one beyond both runs' noise.
+//!
+//! Pure arithmetic on per-run samples, so the rules are tested on synthetic samples
+//! (`tests/bench.rs`), not on a machine's noise.
+
+use serde::{Deserialize, Serialize};
+use statrs::distribution::{ContinuousCDF, StudentsT};
+
+/// The spread of one figure over a side's runs.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Spread {
+    pub n: usize,
+    pub mean: f64,
+    /// Sample standard deviation (n − 1); 0 with one run.
+    pub sd: f64,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(xs: &[f64]) -> Self {
+        let n = xs.len();
+        if n == 0 {
+            return Self {
+                n,
+                mean: 0.0,
+                sd: 0.0,
+                min: 0.0,
+                median: 0.0,
+                max: 0.0,
+            };
+        }
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let sd = if n > 1 {
+            (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        let mut sorted = xs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Self {
+            n,
+            mean,
+            sd,
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+        }
+    }
+
+    /// σ over the mean; 0 when the mean is 0.
+    pub fn relative_sd(&self) -> f64 {
+        if self.mean.abs() > 0.0 {
+            self.sd / self.mean.abs()
+        } else {
+            0.0
+        }
+    }
+}
+
+/// The two-sided 97.5 % quantile of Student's t with `df` degrees of freedom.
+fn t975(df: f64) -> Option<f64> {
+    if !(df > 0.0 && df.is_finite()) {
+        return None;
+    }
+    StudentsT::new(0.0, 1.0, df)
+        .ok()
+        .map(|t| t.inverse_cdf(0.975))
+}
+
+/// A mean with its 95 % interval; the interval is absent with fewer than two samples.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Interval {
+    pub n: usize,
+    pub mean: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+}
+
+/// The engine/baseline ratio of paired runs (run i of each side): the mean of the ratios with
+/// a Student t interval on them.
+pub fn paired_ratio(engine: &[f64], baseline: &[f64]) -> Interval {
+    let ratios: Vec<f64> = engine
+        .iter()
+        .zip(baseline)
+        .filter(|(_, b)| **b > 0.0)
+        .map(|(e, b)| e / b)
+        .collect();
+    let s = Spread::of(&ratios);
+    let half = t975(s.n as f64 - 1.0).map(|t| t * s.sd / (s.n as f64).sqrt());
+    Interval {
+        n: s.n,
+        mean: s.mean,
+        low: half.map(|h| s.mean - h),
+        high: half.map(|h| s.mean + h),
+    }
+}
+
+/// Why a run's figures should not be trusted yet, each with what to do, as hyperfine says it.
+pub fn noise_warnings(
+    engine_creates: &Spread,
+    baseline_creates: &Spread,
+    load_1m: Option<f64>,
+    cores: usize,
+) -> Vec<String> {
+    let mut out = Vec::new();
+    let wide: Vec<String> = [("engine", engine_creates), ("baseline", baseline_creates)]
+        .iter()
+        .filter(|(_, s)| s.n > 1 && s.relative_sd() > NOISY_RELATIVE_SD)
+        .map(|(name, s)| format!("{name} σ {:.0} % of its mean", s.relative_sd() * 100.0))
+        .collect();
+    if !wide.is_empty() {
+        out.push(format!(
+            "warning: the runs spread widely ({}); close other programs, give more --runs or a longer --duration",
+            wide.join(", ")
+        ));
+    }
+    if let Some(load) = load_1m
+        && load > cores as f64
+    {
+        out.push(format!(
+            "warning: the 1-minute load average ({load:.2}) is above the {cores} cores: other work competed with the run; close other programs and rerun"
+        ));
+    }
+    out
+}
+
+/// σ above this share of the mean makes a side's figures noisy.
+pub const NOISY_RELATIVE_SD: f64 = 0.10;
+
+/// The verdict of a run against a saved one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    Regressed,
+    Improved,
+    NoChange,
+}
+
+impl Verdict {
+    pub fn words(self) -> &'static str {
+        match self {
+            Verdict::Regressed => "regressed",
+            Verdict::Improved => "improved",
+            Verdict::NoChange => "no change",
+        }
+    }
+}
+
+/// This run's engine creates/s against a saved run's: the difference of the means with a
+/// Welch t interval, as shares of the saved mean.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Comparison {
+    pub baseline_file: String,
+    pub baseline: Spread,
+    pub current: Spread,
+    /// (current − saved) / saved mean, and its 95 % interval; `None` without two runs a side.
+    pub change: f64,
+    pub change_low: Option<f64>,
+    pub change_high: Option<f64>,
+    pub verdict: Verdict,
+    /// `--fail-on-regression PCT` as a share, when given.
+    pub fail_on_regression: Option<f64>,
+    /// A regression larger than `fail_on_regression`: the command exits 1.
+    pub fails: bool,
+}
+
+/// Compares two sides' samples. "regressed" or "improved" only when the difference's 95 %
+/// interval excludes 0; anything within both runs' noise is "no change".
+pub fn compare(
+    baseline_file: &str,
+    saved: &[f64],
+    current: &[f64],
+    fail_on_regression: Option<f64>,
+) -> Comparison {
+    let (b, c) = (Spread::of(saved), Spread::of(current));
+    let base = if b.mean > 0.0 { b.mean } else { 1.0 };
+    let diff = c.mean - b.mean;
+    let (vb, vc) = (
+        b.sd.powi(2) / b.n.max(1) as f64,
+        c.sd.powi(2) / c.n.max(1) as f64,
+    );
+    let se = (vb + vc).sqrt();
+    let half = if b.n < 2 || c.n < 2 {
+        None
+    } else if se == 0.0 {
+        Some(0.0)
+    } else {
+        // Welch–Satterthwaite degrees of freedom.
+        let df =
+            (vb + vc).powi(2) / (vb.powi(2) / (b.n - 1) as f64 + vc.powi(2) / (c.n - 1) as f64);
+        t975(df).map(|t| t * se)
+    };
+    let (low, high) = (half.map(|h| diff - h), half.map(|h| diff + h));
+    let verdict = match (low, high) {
+        (Some(_), Some(h)) if h < 0.0 => Verdict::Regressed,
+        (Some(l), Some(_)) if l > 0.0 => Verdict::Improved,
+        _ => Verdict::NoChange,
+    };
+    let change = diff / base;
+    let fails = verdict == Verdict::Regressed && fail_on_regression.is_some_and(|p| -change > p);
+    Comparison {
+        baseline_file: baseline_file.to_string(),
+        baseline: b,
+        current: c,
+        change,
+        change_low: low.map(|l| l / base),
+        change_high: high.map(|h| h / base),
+        verdict,
+        fail_on_regression,
+        fails,
+    }
+}
+
+/// The engine's creates/s of every run in a saved `bench --format json`.
+pub fn saved_engine_creates(json: &serde_json::Value) -> Result<Vec<f64>, String> {
+    let runs = json["runs"]["engine"]
+        .as_array()
+        .ok_or("no `runs.engine` list: save it with `idemcalc bench --save-baseline FILE` (bench JSON of schema 2 or later)")?;
+    runs.iter()
+        .map(|r| {
+            r["creates_per_s"]
+                .as_f64()
+                .ok_or_else(|| "a run in `runs.engine` has no `creates_per_s`".to_string())
+        })
+        .collect()
+}
