@@ -28,6 +28,7 @@ use super::StoreError;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Seek as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -201,11 +202,14 @@ fn lock_file(db: &Path, path: &Path) -> Result<Held, StoreError> {
         message,
     };
     for _ in 0..LOCK_FILE_TRIES {
+        // Never through a link: a planted symlink would have us truncate its target and write
+        // a pid into it.
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| {
                 fail(format!(
