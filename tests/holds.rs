@@ -197,3 +197,23 @@ fn a_store_holding_labels_but_no_keys_is_refused() {
     assert!(err.contains(&format!("{labels} labels")), "{err}");
     assert!(err.contains("needs an empty store"), "{err}");
 }
+
+/// A symbolic link planted at a SQLite store's lock file is refused, and its target is left
+/// byte for byte as it was (the lock file is opened with O_NOFOLLOW).
+#[test]
+fn a_symlink_at_the_lock_file_is_refused_and_its_target_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("store.sqlite");
+    let target = dir.path().join("precious.txt");
+    std::fs::write(&target, b"do not touch\n").unwrap();
+    std::os::unix::fs::symlink(&target, dir.path().join("store.sqlite.idemcalc-lock")).unwrap();
+    let o = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["simulate", "--db", db.to_str().unwrap()])
+        .args(["--retention", "1h", "--duration", "2h", "--quiet"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("idemcalc-lock"), "{err}");
+    assert_eq!(std::fs::read(&target).unwrap(), b"do not touch\n");
+}

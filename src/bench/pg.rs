@@ -16,7 +16,7 @@ use super::serve::{Job, Service};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::engine::request::request_hash;
-use crate::store::postgres::sql;
+use crate::store::postgres::{deadline, sql};
 use crate::store::{PostgresStore, Store, StoreError};
 use postgres::Statement;
 use serde::Serialize;
@@ -58,7 +58,11 @@ pub fn fill(store: &mut PostgresStore, layout: &Layout, now_ms: Millis) -> Resul
     }
     let client = store.client()?;
     client
-        .batch_execute("ANALYZE idempotency_keys; ANALYZE labels;")
+        .batch_execute(&format!(
+            "SET statement_timeout = {}; ANALYZE idempotency_keys; ANALYZE labels; {}",
+            deadline::BULK_TIMEOUT.as_millis(),
+            deadline::engine_settings()
+        ))
         .map_err(|e| StoreError::Corrupt(format!("ANALYZE after the fill: {e}")))
 }
 
@@ -110,6 +114,12 @@ fn fill_chunk(
     let mut tx = client
         .transaction()
         .map_err(|e| StoreError::Corrupt(format!("fill: {e}")))?;
+    // A chunk of the fill is one big INSERT: its own deadline, not the engine's.
+    tx.batch_execute(&format!(
+        "SET LOCAL statement_timeout = {}",
+        deadline::BULK_TIMEOUT.as_millis()
+    ))
+    .map_err(|e| StoreError::Corrupt(format!("fill: {e}")))?;
     tx.execute(
         "INSERT INTO idempotency_keys
            (caller_id, idem_key, request_hash, state, locked_until, lease_token,

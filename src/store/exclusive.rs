@@ -28,6 +28,7 @@ use super::StoreError;
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions, TryLockError};
 use std::io::{Read as _, Seek as _, Write as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -201,11 +202,14 @@ fn lock_file(db: &Path, path: &Path) -> Result<Held, StoreError> {
         message,
     };
     for _ in 0..LOCK_FILE_TRIES {
+        // Never through a link: a planted symlink would have us truncate its target and write
+        // a pid into it.
         let mut file = OpenOptions::new()
             .read(true)
             .write(true)
             .create(true)
             .truncate(false)
+            .custom_flags(libc::O_NOFOLLOW)
             .open(path)
             .map_err(|e| {
                 fail(format!(
@@ -339,14 +343,31 @@ pub fn hold_pg_schema(
                 "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
             )));
         }
-        // The session moves into the watcher, which closes it (releasing the lock) when stopped.
+        // The session moves into the watcher, which closes it (releasing the lock) when stopped;
+        // its guard keeps that close from waiting for ever on a stopped server.
         let schema_name = schema.to_string();
+        let client = GuardedClient {
+            guard: super::postgres::deadline::Guard::attach(&mut client),
+            client,
+        };
+        let mut client = client;
         let watch = Watch::start(location, PG_WATCH_EVERY, move || {
-            client.simple_query("SELECT 1").map(drop).map_err(|e| {
-                format!(
-                    "the session holding schema `{schema_name}` ended ({}); another run may take the schema now",
-                    super::pg_message(&e)
-                )
+            let client = &mut client.client;
+            // A deadline of its own: a stopped server answers nothing, and a check that waits
+            // for ever would never say so.
+            client.is_valid(PG_WATCH_DEADLINE).map_err(|e| {
+                if e.is_closed() || e.as_db_error().is_some() {
+                    format!(
+                        "the session holding schema `{schema_name}` ended ({}); another run may take the schema now",
+                        super::pg_message(&e)
+                    )
+                } else {
+                    format!(
+                        "the session holding schema `{schema_name}` did not answer its check within {} s ({}): the server is stopped, overloaded or unreachable",
+                        PG_WATCH_DEADLINE.as_secs(),
+                        super::pg_message(&e)
+                    )
+                }
             })
         });
         Ok(Held {
@@ -356,8 +377,24 @@ pub fn hold_pg_schema(
     })
 }
 
+/// The hold's session with the guard that cuts its socket if closing it gets no answer.
+struct GuardedClient {
+    client: postgres::Client,
+    guard: std::sync::Arc<super::postgres::deadline::Guard>,
+}
+
+impl Drop for GuardedClient {
+    fn drop(&mut self) {
+        self.guard.arm_for_close();
+    }
+}
+
 /// How often the PostgreSQL hold's session is asked whether it is still there.
 const PG_WATCH_EVERY: Duration = Duration::from_secs(1);
+
+/// How long that check may go unanswered: longer than an engine statement's deadline (so a
+/// stopped server is reported by the statement it stopped), short enough to end a run soon.
+const PG_WATCH_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Why a server-side hold ended, from its watcher's periodic check; `Ok` while it holds.
 pub type Beat = Box<dyn FnMut() -> Result<(), String> + Send>;

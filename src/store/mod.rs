@@ -175,6 +175,10 @@ pub enum StoreError {
     /// hold key expired or was taken): another run may write into it now.
     #[error("{location}: {message}")]
     Lost { location: String, message: String },
+    /// A statement outlived its deadline: the server's `statement_timeout` or `lock_timeout`,
+    /// or the client's own when the server answered nothing at all (stopped, unreachable).
+    #[error("{location}: {message}")]
+    Deadline { location: String, message: String },
 }
 
 /// What `store` already holds ("12 records and 3 labels"), or `None` when it is empty. A run

@@ -39,6 +39,17 @@ pub struct RedisStore {
 }
 
 fn err(location: &str, e: redis::RedisError) -> StoreError {
+    // A command unanswered for the socket's read timeout: the driver says only "Resource
+    // temporarily unavailable (os error 11)".
+    if e.is_timeout() {
+        return StoreError::Deadline {
+            location: location.to_string(),
+            message: format!(
+                "Redis did not answer within {} s: the server is stopped or overloaded ({e})",
+                super::CONNECT_DEADLINE.as_secs()
+            ),
+        };
+    }
     StoreError::Open {
         location: location.to_string(),
         message: e.to_string(),

@@ -21,6 +21,7 @@
 //! never calls `now()`, so a virtual clock drives the server as it drives SQLite.
 
 mod config;
+pub mod deadline;
 mod errors;
 mod partitions;
 mod pool;
@@ -38,6 +39,7 @@ use pool::{Conn, PgManager, PoolInner};
 use postgres::Client;
 use postgres::error::SqlState;
 use rows::{count, key_row, label_row, to_time};
+use std::time::Duration;
 use tx::PgTx;
 
 // The paths callers have always used: the rest of the crate names these as
@@ -87,19 +89,50 @@ impl PostgresStore {
     }
 
     /// Runs `f`, which must be safe to repeat, once more on a fresh connection if the first
-    /// found the connection dead.
+    /// found the connection dead (but not when the connection was cut for want of an answer:
+    /// a stopped server would not answer the new one either). `what` names the statement in
+    /// messages; `timeout` is its server-side deadline, set around it when it is not the
+    /// engine's.
     fn retrying<T>(
         &mut self,
+        what: &'static str,
+        timeout: Duration,
         f: impl Fn(&mut Conn) -> Result<T, postgres::Error>,
     ) -> Result<T, StoreError> {
-        match f(self.conn()?) {
-            Err(e) if connection_lost(&e) => {
-                if let Some(dead) = self.conn.as_mut() {
-                    dead.broken = true;
-                }
-                f(self.conn()?).map_err(|e| self.err(e))
+        let run = |c: &mut Conn| -> Result<T, postgres::Error> {
+            let _armed = c.guard.arm(what, timeout);
+            if timeout == deadline::STATEMENT_TIMEOUT {
+                return f(c);
             }
-            other => other.map_err(|e| self.err(e)),
+            c.client
+                .batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))?;
+            let out = f(c);
+            let restored = c.client.batch_execute(&deadline::engine_settings());
+            let out = out?;
+            restored?;
+            Ok(out)
+        };
+        match run(self.conn()?) {
+            Err(e) if connection_lost(&e) => {
+                let dead = self.conn.as_mut().map(|c| {
+                    c.broken = true;
+                    c.guard.clone()
+                });
+                if let Some(guard) = dead.filter(|g| g.fired().is_some()) {
+                    return Err(self.pool.inner.stmt_err(&guard, e));
+                }
+                let c = self.conn()?;
+                let guard = c.guard.clone();
+                run(c).map_err(|e| self.pool.inner.stmt_err(&guard, e))
+            }
+            Err(e) => {
+                let guard = self.conn.as_ref().map(|c| c.guard.clone());
+                Err(match guard {
+                    Some(g) => self.pool.inner.stmt_err(&g, e),
+                    None => self.err(e),
+                })
+            }
+            Ok(v) => Ok(v),
         }
     }
 
@@ -110,11 +143,15 @@ impl PostgresStore {
 
     /// The server process id of this store's connection, e.g. for `pg_terminate_backend`.
     pub fn backend_pid(&mut self) -> Result<i32, StoreError> {
-        self.retrying(|c| {
-            c.client
-                .query_one("SELECT pg_backend_pid()", &[])?
-                .try_get(0)
-        })
+        self.retrying(
+            "SELECT pg_backend_pid()",
+            deadline::STATEMENT_TIMEOUT,
+            |c| {
+                c.client
+                    .query_one("SELECT pg_backend_pid()", &[])?
+                    .try_get(0)
+            },
+        )
     }
 
     /// The underlying client, for measurements and tests that need SQL the [`Store`] trait does
@@ -132,17 +169,18 @@ impl PostgresStore {
     /// installs an extension itself: extensions are database-wide, and the store touches only its
     /// schema).
     fn amcheck(&mut self) -> Result<Option<bool>, StoreError> {
-        let ns: Option<String> = self.retrying(|c| {
-            c.client
-                .query_opt(
-                    "SELECT n.nspname FROM pg_extension e
+        let ns: Option<String> =
+            self.retrying("the look-up of amcheck", deadline::STATEMENT_TIMEOUT, |c| {
+                c.client
+                    .query_opt(
+                        "SELECT n.nspname FROM pg_extension e
                        JOIN pg_namespace n ON n.oid = e.extnamespace
                       WHERE e.extname = 'amcheck'",
-                    &[],
-                )?
-                .map(|r| r.try_get(0))
-                .transpose()
-        })?;
+                        &[],
+                    )?
+                    .map(|r| r.try_get(0))
+                    .transpose()
+            })?;
         let Some(ns) = ns else { return Ok(None) };
         let sql = format!(
             "SELECT {}.bt_index_check(i.indexrelid, true) FROM pg_index i
@@ -154,7 +192,9 @@ impl PostgresStore {
                                                   WHERE p.partrelid = i.indrelid)",
             quote_ident(&ns)
         );
-        match self.retrying(|c| c.client.execute(sql.as_str(), &[])) {
+        match self.retrying("amcheck's index checks", deadline::BULK_TIMEOUT, |c| {
+            c.client.execute(sql.as_str(), &[])
+        }) {
             Ok(_) => Ok(Some(true)),
             Err(StoreError::Postgres { error, location }) => match error.code() {
                 Some(c) if *c == SqlState::INDEX_CORRUPTED || *c == SqlState::DATA_CORRUPTED => {
@@ -173,7 +213,9 @@ impl Store for PostgresStore {
     fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
         self.pool.inner.check_held()?;
         // Retrying BEGIN is safe: nothing has run in the transaction yet.
-        self.retrying(|c| c.client.batch_execute("BEGIN"))?;
+        self.retrying("the BEGIN", deadline::STATEMENT_TIMEOUT, |c| {
+            c.client.batch_execute("BEGIN")
+        })?;
         let pool: &PoolInner = &self.pool.inner;
         let conn = self
             .conn
@@ -198,10 +240,23 @@ impl Store for PostgresStore {
         // One statement outside an explicit transaction is its own short transaction. Not
         // retried: a DELETE whose answer was lost may have committed.
         let conn = self.conn()?;
+        let guard = conn.guard.clone();
+        let _armed = guard.arm("the sweeper's DELETE", deadline::SWEEP_TIMEOUT);
         let rows = conn
             .client
-            .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)]);
-        let rows = rows.map_err(|e| self.err(e))?;
+            .batch_execute(&format!(
+                "SET statement_timeout = {}",
+                deadline::SWEEP_TIMEOUT.as_millis()
+            ))
+            .and_then(|()| {
+                let rows = conn
+                    .client
+                    .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)]);
+                conn.client
+                    .batch_execute(&deadline::engine_settings())
+                    .and(rows)
+            });
+        let rows = rows.map_err(|e| self.pool.inner.stmt_err(&guard, e))?;
         rows.iter()
             .map(|r| {
                 Ok((
@@ -213,17 +268,23 @@ impl Store for PostgresStore {
     }
 
     fn count_keys(&mut self) -> Result<u64, StoreError> {
-        let row = self.retrying(|c| c.client.query_one(&c.st.count_keys, &[]))?;
+        let row = self.retrying("the count of key records", deadline::BULK_TIMEOUT, |c| {
+            c.client.query_one(&c.st.count_keys, &[])
+        })?;
         count(&row)
     }
 
     fn labels(&mut self) -> Result<Vec<LabelRow>, StoreError> {
-        let rows = self.retrying(|c| c.client.query(&c.st.labels, &[]))?;
+        let rows = self.retrying("the read of every label", deadline::BULK_TIMEOUT, |c| {
+            c.client.query(&c.st.labels, &[])
+        })?;
         rows.iter().map(label_row).collect()
     }
 
     fn count_labels(&mut self) -> Result<u64, StoreError> {
-        let row = self.retrying(|c| c.client.query_one(&c.st.count_labels, &[]))?;
+        let row = self.retrying("the count of labels", deadline::BULK_TIMEOUT, |c| {
+            c.client.query_one(&c.st.count_labels, &[])
+        })?;
         count(&row)
     }
 
@@ -250,7 +311,9 @@ impl Store for PostgresStore {
                         pg_total_relation_size('labels'::regclass)"
             }
         };
-        let row = self.retrying(|c| c.client.query_one(sql, &[]))?;
+        let row = self.retrying("the store's sizes", deadline::STATEMENT_TIMEOUT, |c| {
+            c.client.query_one(sql, &[])
+        })?;
         let get = |i: usize| -> Result<u64, StoreError> {
             row.try_get::<_, i64>(i)
                 .map(|n| n.max(0) as u64)
@@ -268,7 +331,7 @@ impl Store for PostgresStore {
     /// the invariant queries below ran.
     fn invariants(&mut self) -> Result<Invariants, StoreError> {
         let integrity_ok = self.amcheck()?.unwrap_or(true);
-        let row = self.retrying(|c| {
+        let row = self.retrying("the invariant checks", deadline::BULK_TIMEOUT, |c| {
             c.client.query_one(
                 "SELECT
                    (SELECT count(*) FROM idempotency_keys k
@@ -297,7 +360,9 @@ impl Store for PostgresStore {
     }
 
     fn get_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
-        let row = self.retrying(|c| c.client.query_opt(&c.st.get_key, &[&caller_id, &idem_key]))?;
+        let row = self.retrying("the read of one key", deadline::STATEMENT_TIMEOUT, |c| {
+            c.client.query_opt(&c.st.get_key, &[&caller_id, &idem_key])
+        })?;
         row.as_ref().map(key_row).transpose()
     }
 }

@@ -92,8 +92,11 @@ impl PoolInner {
         let schema = quote_ident(&self.options.schema);
         // Two pools creating the same partition at once would race on the catalog.
         let mut tx = self.catalog_tx(client)?;
-        tx.batch_execute("SET LOCAL lock_timeout = '30s'")
-            .map_err(|e| self.pg_err(e))?;
+        tx.batch_execute(&format!(
+            "SET LOCAL lock_timeout = '30s'; SET LOCAL statement_timeout = {}",
+            super::deadline::SWEEP_TIMEOUT.as_millis()
+        ))
+        .map_err(|e| self.pg_err(e))?;
         for from in wanted {
             let name = format!("{schema}.{}", quote_ident(&partition_name(from)));
             let exists: bool = tx

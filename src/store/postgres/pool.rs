@@ -2,12 +2,14 @@
 //! retired, and how the pool as a whole starts (schema held, migrated, partitions loaded).
 
 use super::config::{MAX_POOL_SIZE, PgOptions, Sweeper, check_schema_name, redact_url};
+use super::deadline::{self, Armed, Guard};
 use super::errors::explain_connect;
 use super::statements::Statements;
 use super::{PostgresStore, config::quote_ident};
 use crate::clock::Millis;
 use crate::store::{StoreError, Synchronous, exclusive, pg_message};
 use postgres::Client;
+use postgres::error::SqlState;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -22,6 +24,22 @@ pub(crate) struct Conn {
     pub(super) generation: u64,
     /// Set when a statement found the connection dead: the pool closes it instead of keeping it.
     pub(super) broken: bool,
+    /// The client-side deadline of the statement in flight.
+    pub(super) guard: Arc<Guard>,
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // Fields drop in order: the client first, while the guard still lives.
+        self.guard.arm_for_close();
+    }
+}
+
+impl Conn {
+    /// Arms the connection's deadline for one engine statement, `what`.
+    pub(super) fn arm(&self, what: &'static str) -> Armed {
+        self.guard.arm(what, deadline::STATEMENT_TIMEOUT)
+    }
 }
 
 /// What the pool crate needs to open, check and retire our connections. Opening one is
@@ -140,6 +158,14 @@ impl PgPool {
         // then the schema is held (before anything touches it), then created or migrated before
         // any statement is prepared against its tables.
         let mut client = inner.raw_connect()?;
+        // Migrations wait for the migration lock and create tables: longer deadlines than the
+        // engine's, set back to the engine's by `setup` below.
+        client
+            .batch_execute(&format!(
+                "SET statement_timeout = {}; SET lock_timeout = '30s';",
+                deadline::BULK_TIMEOUT.as_millis()
+            ))
+            .map_err(|e| inner.pg_err(e))?;
         if options.exclusive {
             inner._exclusive = Some(exclusive::hold_pg_schema(
                 &inner.config,
@@ -222,7 +248,9 @@ impl PgPool {
         let mut store = self.get()?;
         let schema = quote_ident(self.schema());
         let dropped = store.client()?.batch_execute(&format!(
-            "SET lock_timeout = '10s'; DROP SCHEMA IF EXISTS {schema} CASCADE; RESET lock_timeout;"
+            "SET lock_timeout = '10s'; SET statement_timeout = {}; DROP SCHEMA IF EXISTS {schema} CASCADE; {}",
+            deadline::BULK_TIMEOUT.as_millis(),
+            deadline::engine_settings()
         ));
         drop(store);
         self.close_idle();
@@ -245,6 +273,36 @@ impl PoolInner {
         }
     }
 
+    /// A statement's failure, saying which statement and which deadline when one ended it: the
+    /// client's (no answer at all: the server is stopped or unreachable), `lock_timeout` (a lock
+    /// held by another session) or `statement_timeout`.
+    pub(super) fn stmt_err(&self, guard: &Guard, e: postgres::Error) -> StoreError {
+        let what = guard.what();
+        let deadline = |message: String| StoreError::Deadline {
+            location: self.location.clone(),
+            message,
+        };
+        if let Some(wait) = guard.fired() {
+            return deadline(format!(
+                "no answer from the server to {what} within {}: the server is stopped, overloaded or unreachable",
+                deadline::secs(wait)
+            ));
+        }
+        match e.code() {
+            Some(c) if *c == SqlState::LOCK_NOT_AVAILABLE => deadline(format!(
+                "{what} waited longer than lock_timeout ({}) for a lock another session holds (a LOCK TABLE, a long transaction or a migration on this schema): {}",
+                deadline::secs(deadline::LOCK_TIMEOUT),
+                pg_message(&e)
+            )),
+            Some(c) if *c == SqlState::QUERY_CANCELED => deadline(format!(
+                "{what} ran longer than its statement_timeout ({}): the server is overloaded, or something holds the store's tables: {}",
+                deadline::secs(guard.server()),
+                pg_message(&e)
+            )),
+            _ => self.pg_err(e),
+        }
+    }
+
     pub(super) fn raw_connect(&self) -> Result<Client, StoreError> {
         crate::store::pg_connect(&self.config).map_err(|e| {
             self.open_err(match &e {
@@ -262,10 +320,12 @@ impl PoolInner {
         };
         client
             .batch_execute(&format!(
-                "SET search_path TO {}; SET synchronous_commit TO {sync};",
-                quote_ident(&self.options.schema)
+                "SET search_path TO {}; SET synchronous_commit TO {sync}; {}",
+                quote_ident(&self.options.schema),
+                deadline::engine_settings()
             ))
             .map_err(|e| self.pg_err(e))?;
+        let guard = Guard::attach(&mut client);
         let st = Statements::prepare(&mut client, self.options.sweeper.partitioned()).map_err(|e| {
             let text = pg_message(&e);
             self.open_err(format!(
@@ -278,6 +338,7 @@ impl PoolInner {
             st,
             generation: self.generation.load(Ordering::Acquire),
             broken: false,
+            guard,
         })
     }
 }

@@ -19,7 +19,7 @@ pub(super) struct PgTx<'c> {
 
 impl PgTx<'_> {
     fn err(&self, e: postgres::Error) -> StoreError {
-        self.pool.pg_err(e)
+        self.pool.stmt_err(&self.conn.guard, e)
     }
 }
 
@@ -27,6 +27,7 @@ impl Drop for PgTx<'_> {
     fn drop(&mut self) {
         if !self.finished {
             // On a dead connection this fails, and the server has rolled back already.
+            let _armed = self.conn.arm("the ROLLBACK");
             let _ = self.conn.client.batch_execute("ROLLBACK");
         }
     }
@@ -47,12 +48,16 @@ impl PgTx<'_> {
 
 impl Tx for PgTx<'_> {
     fn insert_key(&mut self, k: &NewKey<'_>) -> Result<bool, StoreError> {
+        let _armed = self.conn.arm("the claim (INSERT … ON CONFLICT DO NOTHING)");
         self.ensure_partition(k.expires_at_ms)?;
-        let Conn { client, st, .. } = &mut *self.conn;
+        let pool = self.pool;
+        let Conn {
+            client, st, guard, ..
+        } = &mut *self.conn;
         if let Some(lock) = &st.claim_lock {
             client
                 .execute(lock, &[&k.caller_id, &k.idem_key])
-                .map_err(|e| self.pool.pg_err(e))?;
+                .map_err(|e| pool.stmt_err(guard, e))?;
         }
         let n = client
             .execute(
@@ -72,6 +77,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn lock_key(&mut self, caller_id: &str, idem_key: &str) -> Result<Option<KeyRow>, StoreError> {
+        let _armed = self.conn.arm("the read of the key (SELECT … FOR UPDATE)");
         let Conn { client, st, .. } = &mut *self.conn;
         let row = client
             .query_opt(&st.lock_key, &[&caller_id, &idem_key])
@@ -86,6 +92,7 @@ impl Tx for PgTx<'_> {
         lease_token: &LeaseToken,
         locked_until_ms: Millis,
     ) -> Result<(), StoreError> {
+        let _armed = self.conn.arm("the takeover of an expired lease (UPDATE)");
         let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
@@ -108,6 +115,7 @@ impl Tx for PgTx<'_> {
         lease_token: &LeaseToken,
         locked_until_ms: Millis,
     ) -> Result<bool, StoreError> {
+        let _armed = self.conn.arm("the release of a lease (UPDATE)");
         let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
@@ -124,6 +132,9 @@ impl Tx for PgTx<'_> {
     }
 
     fn complete_key(&mut self, d: &Completion<'_>) -> Result<bool, StoreError> {
+        let _armed = self
+            .conn
+            .arm("the completion of the key (UPDATE … WHERE lease_token)");
         // The new expiry may fall in a later partition: the row moves there.
         self.ensure_partition(d.expires_at_ms)?;
         let Conn { client, st, .. } = &mut *self.conn;
@@ -149,6 +160,7 @@ impl Tx for PgTx<'_> {
         idem_key: &str,
         response_body: &str,
     ) -> Result<(), StoreError> {
+        let _armed = self.conn.arm("the update of a saved response (UPDATE)");
         let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
@@ -160,6 +172,7 @@ impl Tx for PgTx<'_> {
     }
 
     fn insert_label(&mut self, l: &LabelRow) -> Result<Option<LabelRow>, StoreError> {
+        let _armed = self.conn.arm("the label insert (INSERT INTO labels)");
         let Conn { client, st, .. } = &mut *self.conn;
         let n = client
             .execute(
@@ -202,6 +215,7 @@ impl Tx for PgTx<'_> {
         idem_key: &str,
         lease_token: &LeaseToken,
     ) -> Result<(), StoreError> {
+        let _armed = self.conn.arm("the delete of a failed key (DELETE)");
         let Conn { client, st, .. } = &mut *self.conn;
         client
             .execute(
@@ -215,6 +229,7 @@ impl Tx for PgTx<'_> {
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         // Whatever COMMIT answers, the transaction is over: no ROLLBACK on drop.
         self.finished = true;
+        let _armed = self.conn.arm("the COMMIT");
         self.conn
             .client
             .batch_execute("COMMIT")
