@@ -720,3 +720,24 @@ fn baseline_strings_are_escaped_in_the_markdown_summary() {
     assert!(!md.contains("](https"), "{md}");
     assert!(!md.contains("\n# heading"), "{md}");
 }
+
+/// Issue 36, item 1: several callers sharing the label service, keys scoped per caller, is the
+/// seed's design, not a defence removed: such a scenario (what `fit` writes for a log with
+/// three callers) is sized and decided, not filed under the failure demonstrations.
+#[test]
+fn several_callers_are_sized_not_a_failure() {
+    let text = tiny("three-callers", 5, "").replace("target = 300", "target = 300\ncallers = 3");
+    let dir = dir_with(&[("three-callers.toml", text)]);
+    let out = tempfile::tempdir().unwrap();
+    let run = report(dir.path(), out.path());
+    assert_eq!(run.code, 0, "{}", run.stderr);
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("summary.json")).unwrap())
+            .unwrap();
+    let s = &summary["scenarios"][0];
+    assert_eq!(s["kind"], "sizing", "{}", s["deviations"]);
+    assert!(
+        !summary["decision"].is_null(),
+        "a decision for the headline"
+    );
+}

@@ -36,6 +36,7 @@ mod retries;
 mod scenario_file;
 mod spill;
 mod sql;
+mod stat_rows;
 mod summary;
 
 pub use columns::Columns;
@@ -45,8 +46,9 @@ pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
 pub use scenario_file::SCENARIO_HEADER;
 
-pub use aggregates::{Aggregates, SizeCount, Spans, StatRow, Sum};
+pub use aggregates::{Aggregates, SizeCount, Spans, Sum};
 pub use sql::{Dialect, OptionalColumn, Source, SqlOptions, TableName, emit as emit_sql};
+pub use stat_rows::StatRow;
 
 use aggregates::Tally;
 use read::Log;
@@ -160,7 +162,7 @@ pub fn fit(paths: &[PathBuf], options: &FitOptions) -> Result<Fit, FitError> {
 
 /// The inputs from a warehouse query's result (`fit --emit-sql`, saved as CSV or Parquet).
 pub fn fit_aggregates(path: &Path) -> Result<Fit, FitError> {
-    let rows = read::read_stat_rows(path)?;
+    let rows = stat_rows::read_stat_rows(path)?;
     let aggregates = Aggregates::from_rows(&rows).map_err(|m| file_err(path, m))?;
     // The rows the query could not use: it counts them, the file reader would name them.
     let mut bad = BadRows::default();

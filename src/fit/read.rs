@@ -187,6 +187,7 @@ fn record_ends(buf: &[u8]) -> impl Iterator<Item = usize> + '_ {
 /// The byte-order mark some tools put at the start of a UTF-8 file.
 const UTF8_BOM: &[u8] = b"\xEF\xBB\xBF";
 
+#[cfg(feature = "tables")]
 /// A CSV header's names, unquoted (`"a""b"` is `a"b`), without the line end.
 fn csv_header_names(header: &[u8]) -> Vec<String> {
     let line = header.strip_suffix(b"\n").unwrap_or(header);
@@ -209,6 +210,7 @@ fn csv_header_names(header: &[u8]) -> Vec<String> {
     names
 }
 
+#[cfg(feature = "tables")]
 /// A CSV header is UTF-8 and names each column once: polars renames a second `time` and the
 /// fit then read the wrong one (and said every key's first request had the same time).
 fn check_csv_header(path: &Path, header: &[u8]) -> Result<(), FitError> {
@@ -813,7 +815,7 @@ impl<'o> Reader<'o> {
 #[cfg(feature = "tables")]
 /// polars' CSV error without its advice, which names Python options (`truncate_ragged_lines`,
 /// `infer_schema_length`) a user of `fit` cannot set; with what to do instead.
-fn csv_message(polars: &str) -> String {
+pub(super) fn csv_message(polars: &str) -> String {
     let first = polars.split("\n\n").next().unwrap_or(polars).trim();
     let first: String = first.chars().take(300).collect();
     if polars.contains("truncate_ragged_lines") {
@@ -840,7 +842,7 @@ static QUIET_PANICS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicU
 /// user reads one error, not a panic message and then the error. The release profile unwinds
 /// (`Cargo.toml` sets no `panic = "abort"`), which this relies on.
 #[cfg(feature = "tables")]
-fn polars_read<T>(
+pub(super) fn polars_read<T>(
     path: &Path,
     format: &str,
     read: impl FnOnce() -> Result<T, FitError>,
@@ -879,107 +881,6 @@ fn polars_read<T>(
 /// `ab` with key `c` is not caller `a` with key `bc`.
 fn key_hash(caller: &str, key: &str) -> u64 {
     fnv64(&[caller.as_bytes(), &[0xff], key.as_bytes()])
-}
-
-/// The rows of a warehouse query's result (`fit --emit-sql`), from CSV (`psql --csv`, every
-/// warehouse's download) or Parquet. Numbers may come as text or as any numeric type.
-#[cfg(feature = "tables")]
-pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitError> {
-    use polars_io::prelude::{CsvReadOptions, ParquetReader, SerReader as _};
-    crate::input::check_regular(path).map_err(|e| file_err(path, e.to_string()))?;
-    let df = match kind(path)? {
-        "csv" => polars_read(path, "CSV", || {
-            CsvReadOptions::default()
-                .with_has_header(true)
-                .with_infer_schema_length(Some(0))
-                .try_into_reader_with_file_path(Some(path.to_path_buf()))
-                .and_then(|r| r.finish())
-                .map_err(|e| file_err(path, csv_message(&e.to_string())))
-        })?,
-        "parquet" => {
-            let file = std::fs::File::open(path).map_err(|e| file_err(path, e.to_string()))?;
-            polars_read(path, "Parquet", || {
-                ParquetReader::new(file)
-                    .finish()
-                    .map_err(|e| file_err(path, e.to_string()))
-            })?
-        }
-        _ => {
-            return Err(file_err(
-                path,
-                "aggregates are read from .csv or .parquet (the query's result)",
-            ));
-        }
-    };
-    let text = |name: &str| -> Result<Vec<Option<String>>, FitError> {
-        let col = df.column(name).map_err(|_| {
-            file_err(
-                path,
-                format!("no column `{name}`; the query's result has stat, label, at, n, w, w2"),
-            )
-        })?;
-        let s = col
-            .as_materialized_series()
-            .cast(&DataType::String)
-            .map_err(|e| file_err(path, e.to_string()))?;
-        Ok(s.str()
-            .map_err(|e| file_err(path, e.to_string()))?
-            .iter()
-            .map(|v| v.map(str::to_string))
-            .collect())
-    };
-    let number = |name: &str| -> Result<Vec<Option<f64>>, FitError> {
-        text(name)?
-            .into_iter()
-            .enumerate()
-            .map(|(i, v)| match v.as_deref().map(str::trim) {
-                None | Some("") => Ok(None),
-                Some(t) => t.parse::<f64>().map(Some).map_err(|_| {
-                    file_err(path, format!("row {}: {name} {t:?} is not a number", i + 1))
-                }),
-            })
-            .collect()
-    };
-    let (stat, label) = (text("stat")?, text("label")?);
-    let (at, n, w, w2) = (number("at")?, number("n")?, number("w")?, number("w2")?);
-    // A damaged file can give columns of different lengths (one read as empty).
-    let rows = df.height();
-    if [
-        stat.len(),
-        label.len(),
-        at.len(),
-        n.len(),
-        w.len(),
-        w2.len(),
-    ]
-    .iter()
-    .any(|&len| len != rows)
-    {
-        return Err(file_err(
-            path,
-            format!(
-                "columns of different lengths where the file says {rows} rows: the file is damaged"
-            ),
-        ));
-    }
-    Ok((0..rows)
-        .map(|i| super::StatRow {
-            stat: stat[i].clone().unwrap_or_default(),
-            label: label[i].clone(),
-            at: at[i],
-            n: n[i],
-            w: w[i],
-            w2: w2[i],
-        })
-        .collect())
-}
-
-#[cfg(not(feature = "tables"))]
-pub(super) fn read_stat_rows(path: &Path) -> Result<Vec<super::StatRow>, FitError> {
-    Err(file_err(
-        path,
-        "this build has no CSV or Parquet reader (the `tables` feature is off)",
-    ))
 }
 
 /// Checks that a log file's extension is one `fit` reads and `simulate` writes.
