@@ -99,65 +99,204 @@ fn a_redis_prefix_is_held_in_redis_not_in_a_temporary_directory() {
     );
 }
 
-/// A run whose Redis hold key is taken from under it stops within a renewal period, exit 3,
-/// saying how far it got, instead of writing beside the new holder.
+/// How many times each lost-hold test stops a run, takes its hold and lets it go on.
+const TRIALS: usize = 20;
+
+/// Stops `child` (SIGSTOP) after 0 to 63 ms more of its writing, so that over the trials it is
+/// caught at every point of its transactions, then waits for what it had sent to be done.
+fn pause(child: &Child) {
+    let jitter = u64::from(uuid::Uuid::new_v4().as_bytes()[0] % 64);
+    std::thread::sleep(Duration::from_millis(jitter));
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGSTOP) }, 0);
+    std::thread::sleep(Duration::from_millis(300));
+}
+
+fn resume(child: &Child) {
+    assert_eq!(unsafe { libc::kill(child.id() as i32, libc::SIGCONT) }, 0);
+}
+
+/// Everything stored under `prefix` but the hold key: every record with its fields, and the
+/// expiry index with its scores.
+fn redis_contents(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
+    let mut names: Vec<String> = redis::cmd("KEYS")
+        .arg(format!("{prefix}:k:*"))
+        .query(con)
+        .unwrap();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let mut fields: Vec<(String, Vec<u8>)> =
+            redis::cmd("HGETALL").arg(&name).query(con).unwrap();
+        fields.sort();
+        out.push(format!("{name} {fields:?}"));
+    }
+    let index: Vec<(String, f64)> = redis::cmd("ZRANGE")
+        .arg(format!("{prefix}:exp"))
+        .arg(0)
+        .arg(-1)
+        .arg("WITHSCORES")
+        .query(con)
+        .unwrap();
+    out.push(format!("{index:?}"));
+    out
+}
+
+/// A run whose Redis hold key is taken from under it while the run is stopped (SIGSTOP)
+/// writes nothing more once resumed: every write script checks the token first. It stops with
+/// exit 3, saying how far it got. 20 trials, each stopped at a random point of its writes.
 #[test]
-fn a_run_that_loses_its_redis_hold_stops_with_exit_code_3() {
+fn a_run_that_loses_its_redis_hold_writes_nothing_more_and_stops_with_exit_code_3() {
     let Some(url) = env_url("IDEMCALC_REDIS_URL") else {
         return;
     };
-    let prefix = unique("lost");
-    let tmp = tempfile::tempdir().unwrap();
     let mut con = redis_con(&url);
-    let mut run = long_run(&format!("{url}?prefix={prefix}"), tmp.path());
-    let key = format!("{prefix}:hold");
-    wait_for_key(&mut con, &key, &mut run);
-    let _: () = redis::cmd("SET")
-        .arg(&key)
-        .arg("someone else")
-        .query(&mut con)
-        .unwrap();
-    let (code, err) = wait_within(run, Duration::from_secs(60));
-    drop_prefix(&mut con, &prefix);
-    assert_eq!(code, Some(EXIT_STORE_FAILED), "{err}");
-    assert!(err.contains(&key), "names the hold key: {err}");
-    assert!(err.contains("the store failed after"), "{err}");
-    assert!(err.contains("simulated"), "{err}");
+    for trial in 0..TRIALS {
+        let prefix = unique("lost");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut run = long_run(&format!("{url}?prefix={prefix}"), tmp.path());
+        let key = format!("{prefix}:hold");
+        wait_for_key(&mut con, &key, &mut run);
+        wait_for_key(&mut con, &format!("{prefix}:exp"), &mut run);
+        pause(&run);
+        let _: () = redis::cmd("SET")
+            .arg(&key)
+            .arg("someone else")
+            .query(&mut con)
+            .unwrap();
+        let before = redis_contents(&mut con, &prefix);
+        resume(&run);
+        let (code, err) = wait_within(run, Duration::from_secs(60));
+        let after = redis_contents(&mut con, &prefix);
+        drop_prefix(&mut con, &prefix);
+        assert_eq!(code, Some(EXIT_STORE_FAILED), "trial {trial}: {err}");
+        // A socket read with a timeout that SIGSTOP interrupted fails with EINTR on SIGCONT
+        // (Linux does not restart it); the run then stops on that, before any write.
+        let interrupted = err.contains("Interrupted system call");
+        assert!(
+            err.contains(&key) || interrupted,
+            "trial {trial}: names the hold key: {err}"
+        );
+        eprintln!(
+            "trial {trial}: {} records and index entries before the loss, {} after; {}",
+            before.len() - 1,
+            after.len() - 1,
+            if interrupted {
+                "stopped by EINTR"
+            } else {
+                "stopped by the fence or the watcher"
+            }
+        );
+        assert!(
+            err.contains("the store failed after"),
+            "trial {trial}: {err}"
+        );
+        assert!(err.contains("simulated"), "trial {trial}: {err}");
+        assert_eq!(
+            before.len(),
+            after.len(),
+            "trial {trial}: records written after the hold was lost"
+        );
+        assert!(
+            before == after,
+            "trial {trial}: records changed after the hold was lost"
+        );
+    }
 }
 
-/// The session that holds a PostgreSQL schema ended by the server (`pg_terminate_backend`):
-/// the run stops, exit 3, instead of finishing with exit 0 holding nothing.
+/// Every key record and label of `schema`, as one text per table (a count and a digest).
+fn pg_contents(admin: &mut postgres::Client, schema: &str) -> (String, String) {
+    let row = admin
+        .query_one(
+            &format!(
+                "SELECT (SELECT count(*) || ' ' || coalesce(md5(string_agg(k::text, ',' ORDER BY caller_id, idem_key)), '')
+                           FROM {schema}.idempotency_keys k),
+                        (SELECT count(*) || ' ' || coalesce(md5(string_agg(l::text, ',' ORDER BY label_id)), '')
+                           FROM {schema}.labels l)"
+            ),
+            &[],
+        )
+        .unwrap();
+    (row.get(0), row.get(1))
+}
+
+/// The session that holds a PostgreSQL schema ended by the server (`pg_terminate_backend`)
+/// while the run is stopped (SIGSTOP): once resumed the run commits nothing more, since every
+/// commit first checks that the session still holds the lock, and it stops with exit 3 instead
+/// of finishing holding nothing. 20 trials, each stopped at a random point of its writes.
 #[test]
-fn a_run_whose_postgres_hold_session_ends_stops_with_exit_code_3() {
+fn a_run_whose_postgres_hold_session_ends_commits_nothing_more_and_stops_with_exit_code_3() {
     let Some(url) = env_url("IDEMCALC_PG_URL") else {
         return;
     };
-    let schema = unique("t_lost");
-    let tmp = tempfile::tempdir().unwrap();
-    let run = long_run(&format!("{url}?schema={schema}"), tmp.path());
-    let pid = run.id();
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
-    let started = Instant::now();
-    let mut terminated = false;
-    while started.elapsed() < Duration::from_secs(60) {
-        let rows = admin
+    for trial in 0..TRIALS {
+        let schema = unique("t_lost");
+        let tmp = tempfile::tempdir().unwrap();
+        let mut run = long_run(&format!("{url}?schema={schema}"), tmp.path());
+        let app = format!("idemcalc pid {}", run.id());
+        // Until the run has claimed a key (its tables exist and it is writing).
+        let started = Instant::now();
+        loop {
+            let keys = admin
+                .query_one(
+                    &format!("SELECT count(*) FROM {schema}.idempotency_keys"),
+                    &[],
+                )
+                .map_or(0, |r| r.get::<_, i64>(0));
+            if keys > 0 {
+                break;
+            }
+            assert!(
+                run.try_wait().unwrap().is_none(),
+                "trial {trial}: the run ended before writing"
+            );
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "trial {trial}: no key after 60 s"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        pause(&run);
+        let ended = admin
             .query(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
-                &[&format!("idemcalc pid {pid}")],
+                &[&app],
             )
             .unwrap();
-        if !rows.is_empty() {
-            terminated = true;
-            break;
+        assert_eq!(ended.len(), 1, "trial {trial}: one hold session");
+        // Termination is asynchronous: wait until the session is gone.
+        let started = Instant::now();
+        while !admin
+            .query(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = $1",
+                &[&app],
+            )
+            .unwrap()
+            .is_empty()
+        {
+            assert!(started.elapsed() < Duration::from_secs(10));
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(100));
+        let before = pg_contents(&mut admin, &schema);
+        resume(&run);
+        let (code, err) = wait_within(run, Duration::from_secs(60));
+        let after = pg_contents(&mut admin, &schema);
+        let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
+        assert_eq!(code, Some(EXIT_STORE_FAILED), "trial {trial}: {err}");
+        assert!(
+            err.contains("the session holding schema"),
+            "trial {trial}: {err}"
+        );
+        assert!(
+            err.contains("the store failed after"),
+            "trial {trial}: {err}"
+        );
+        eprintln!("trial {trial}: (keys, labels) before the loss {before:?}, after {after:?}");
+        assert_eq!(
+            before, after,
+            "trial {trial}: (keys, labels) committed after the hold was lost"
+        );
     }
-    let (code, err) = wait_within(run, Duration::from_secs(60));
-    let _ = admin.batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"));
-    assert!(terminated, "the hold's session never appeared: {err}");
-    assert_eq!(code, Some(EXIT_STORE_FAILED), "{err}");
-    assert!(err.contains("the session holding schema"), "{err}");
-    assert!(err.contains("the store failed after"), "{err}");
 }
 
 /// A SQLite store holding labels but no keys is not empty: the run refuses it up front, naming

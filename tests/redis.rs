@@ -130,6 +130,12 @@ fn eviction_forgets_keys_and_their_retries_buy_again() {
             .query(admin)
             .unwrap();
     };
+    // The run's hold key (the server is the test's own: it holds one), which the LRU may evict
+    // with the records; every write script then refuses (the fence), so it is put back, with
+    // its token, before the retries: what they show is the records' forgetting alone.
+    let holds: Vec<String> = redis::cmd("KEYS").arg("*:hold").query(&mut admin).unwrap();
+    assert_eq!(holds.len(), 1, "one hold key: {holds:?}");
+    let token: String = redis::cmd("GET").arg(&holds[0]).query(&mut admin).unwrap();
     set(&mut admin, "maxmemory-policy", "allkeys-lru".into());
     set(&mut admin, "maxmemory", (used + 64 * 1024).to_string());
     for id in FIRST + 1..=FIRST + 1_500 {
@@ -146,6 +152,13 @@ fn eviction_forgets_keys_and_their_retries_buy_again() {
         .count() as u64;
     // Lift the cap before the retries, so what they show is the forgetting alone.
     set(&mut admin, "maxmemory", "0".into());
+    let _: () = redis::cmd("SET")
+        .arg(&holds[0])
+        .arg(&token)
+        .arg("PX")
+        .arg(15_000)
+        .query(&mut admin)
+        .unwrap();
     let before = h.carrier.stats().duplicate_purchases;
     for id in 1..=FIRST {
         let _ = h.engine.handle(&request(id));

@@ -38,6 +38,9 @@ use std::time::{Duration, Instant};
 /// A store held by this process; released when the last clone is dropped.
 pub struct Held {
     what: Holding,
+    /// What a write proves inside its own transaction or script (see [`Fence`]); `None` for a
+    /// SQLite lock file, whose write lock already serialises every writer on the machine.
+    fence: Option<Fence>,
     /// The thread that keeps a server-side hold alive and notices its loss (PostgreSQL, Redis).
     watch: Option<Watch>,
 }
@@ -52,6 +55,36 @@ enum Holding {
     /// A hold kept on the store's server (the Redis hold key), given back on release.
     Server {
         release: Mutex<Option<Release>>,
+    },
+}
+
+/// The proof of the hold that each write carries to the server, so that a hold lost while the
+/// client was stopped (SIGSTOP, a long pause) fails the write itself, not only the next
+/// transaction the client begins after its watcher noticed.
+///
+/// - PostgreSQL: the hold's session is a server process whose pid is recorded at acquisition;
+///   [`Held::pg_fence_sql`] is a statement that fails (division by zero, reported as
+///   [`StoreError::Lost`]) unless `pg_locks` still shows that very process granted the schema's
+///   advisory lock. It is sent in the same message as the `COMMIT` (see `PgTx::commit`), so a
+///   client stopped anywhere in its transaction finds the check and the commit run together
+///   after it resumes: a terminated session holds nothing, a new holder is another pid, and
+///   either way the commit is never reached. Only a loss inside the server in the microseconds
+///   between the check and the commit record could slip through.
+/// - Redis: the hold key's token; every write script first compares `GET P:hold` with it and
+///   refuses with an error otherwise, atomically with the write.
+#[derive(Clone, Debug)]
+pub enum Fence {
+    Pg {
+        /// The hold session's server process.
+        pid: i32,
+        lock_key: i64,
+        /// The oid of the session's database, as `pg_locks.database` shows it.
+        database: u32,
+        schema: String,
+    },
+    Redis {
+        key: String,
+        token: String,
     },
 }
 
@@ -111,6 +144,53 @@ impl std::fmt::Debug for Held {
 }
 
 impl Held {
+    /// What each write proves inside its transaction or script; see [`Fence`].
+    pub fn fence(&self) -> Option<&Fence> {
+        self.fence.as_ref()
+    }
+
+    /// With a PostgreSQL hold: one statement that fails unless the hold's session still holds
+    /// the schema's advisory lock (one scan of the server's lock table, filtered to one row).
+    /// Constants only, so it can share a simple-query message with `COMMIT`.
+    pub fn pg_fence_sql(&self) -> Option<String> {
+        let Some(Fence::Pg {
+            pid,
+            lock_key,
+            database,
+            ..
+        }) = &self.fence
+        else {
+            return None;
+        };
+        let (high, low) = lock_key_halves(*lock_key);
+        Some(format!(
+            "SELECT 1 / (SELECT count(*)::int FROM pg_catalog.pg_locks
+                          WHERE locktype = 'advisory' AND pid = {pid} AND granted AND objsubid = 1
+                            AND classid::int8 = {high} AND objid::int8 = {low}
+                            AND database = {database})"
+        ))
+    }
+
+    /// The error of a write its fence refused.
+    pub fn refused(&self) -> StoreError {
+        StoreError::Lost {
+            location: self
+                .watch
+                .as_ref()
+                .map(|w| w.location.clone())
+                .unwrap_or_default(),
+            message: match &self.fence {
+                Some(Fence::Pg { pid, schema, .. }) => format!(
+                    "the session holding schema `{schema}` (server process {pid}) no longer holds its lock: a transaction found it so before its COMMIT and was rolled back; another run may take the schema now"
+                ),
+                Some(Fence::Redis { key, .. }) => format!(
+                    "the hold key {key} expired or was taken by another process: a write script found it so and wrote nothing; another run may be writing under this prefix now"
+                ),
+                None => "the hold is lost".to_string(),
+            },
+        }
+    }
+
     /// `Err` once the hold is lost: what holds a `Held` checks this before each transaction, so
     /// a run that no longer holds its store stops before its next write.
     pub fn check(&self) -> Result<(), StoreError> {
@@ -249,6 +329,7 @@ fn lock_file(db: &Path, path: &Path) -> Result<Held, StoreError> {
                 _file: file,
             },
             watch: None,
+            fence: None,
         });
     }
     Err(fail(format!(
@@ -316,9 +397,7 @@ pub fn hold_pg_schema(
             .and_then(|r| r.try_get(0))
             .map_err(|e| fail(super::pg_message(&e)))?;
         if !got {
-            // A bigint advisory key shows in pg_locks as its high and low 32 bits.
-            let high = ((lock_key as u64) >> 32) as i64;
-            let low = ((lock_key as u64) & 0xffff_ffff) as i64;
+            let (high, low) = lock_key_halves(lock_key);
             let holder: Option<(String, i32)> = client
                 .query_opt(
                     "SELECT a.application_name, a.pid FROM pg_locks l
@@ -343,6 +422,13 @@ pub fn hold_pg_schema(
                 "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
             )));
         }
+        let (pid, database): (i32, u32) = client
+            .query_one(
+                "SELECT pg_backend_pid(), oid FROM pg_database WHERE datname = current_database()",
+                &[],
+            )
+            .and_then(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .map_err(|e| fail(super::pg_message(&e)))?;
         // The session moves into the watcher, which closes it (releasing the lock) when stopped;
         // its guard keeps that close from waiting for ever on a stopped server.
         let schema_name = schema.to_string();
@@ -373,8 +459,22 @@ pub fn hold_pg_schema(
         Ok(Held {
             what: Holding::Session,
             watch: Some(watch),
+            fence: Some(Fence::Pg {
+                pid,
+                lock_key,
+                database,
+                schema: schema.to_string(),
+            }),
         })
     })
+}
+
+/// A bigint advisory key as pg_locks shows it: its high and low 32 bits.
+fn lock_key_halves(lock_key: i64) -> (i64, i64) {
+    (
+        ((lock_key as u64) >> 32) as i64,
+        ((lock_key as u64) & 0xffff_ffff) as i64,
+    )
 }
 
 /// The hold's session with the guard that cuts its socket if closing it gets no answer.
@@ -403,21 +503,22 @@ pub type Beat = Box<dyn FnMut() -> Result<(), String> + Send>;
 pub type Release = Box<dyn FnOnce() + Send + Sync>;
 
 /// Holds the store named by `key` for this process through a hold kept on its server: `acquire`
-/// takes it (or says who has it) and returns the check a watcher runs every `every`, and how to
-/// give it back when the last clone is dropped.
+/// takes it (or says who has it) and returns the check a watcher runs every `every`, how to
+/// give it back when the last clone is dropped, and the fence each write proves.
 pub fn hold_on_server(
     key: String,
     location: &str,
     every: Duration,
-    acquire: impl FnOnce() -> Result<(Beat, Release), StoreError>,
+    acquire: impl FnOnce() -> Result<(Beat, Release, Fence), StoreError>,
 ) -> Result<Arc<Held>, StoreError> {
     hold(key, || {
-        let (beat, release) = acquire()?;
+        let (beat, release, fence) = acquire()?;
         Ok(Held {
             what: Holding::Server {
                 release: Mutex::new(Some(release)),
             },
             watch: Some(Watch::start(location, every, beat)),
+            fence: Some(fence),
         })
     })
 }

@@ -36,7 +36,13 @@ pub struct RedisStore {
     labels_path: PathBuf,
     /// The prefix's hold key, shared by every connection of this process to the prefix.
     hold: Arc<Held>,
+    /// The hold key and its token, which every write script proves (see [`FENCE_LUA`]).
+    fence: (String, String),
 }
+
+/// Refuses as the fence does when a hold has no Redis fence (cannot happen: `hold_prefix`
+/// always makes one); a token no script can match.
+const NO_TOKEN: &str = "";
 
 fn err(location: &str, e: redis::RedisError) -> StoreError {
     // A command unanswered for the socket's read timeout: the driver says only "Resource
@@ -57,12 +63,50 @@ fn err(location: &str, e: redis::RedisError) -> StoreError {
 }
 
 /// Claim: create the record only when absent, and index it by expiry.
-pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const CLAIM_LUA: &str = r#"
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], 'h', ARGV[1], 's', 0, 'l', ARGV[2], 't', ARGV[3], 'c', ARGV[4], 'e', ARGV[5])
 redis.call('ZADD', KEYS[2], ARGV[5], KEYS[1])
+return 1
+"#;
+
+/// [`CLAIM_LUA`] as the bench's raw baseline runs it: no hold to prove.
+pub(crate) static CLAIM: LazyLock<Script> = LazyLock::new(|| Script::new(CLAIM_LUA));
+
+/// The first lines of every script through which the store writes: the hold key is the last
+/// key and its token the last argument, and a script that finds another token (or none) refuses
+/// with [`HOLD_LOST`] before writing anything, atomically with the write it guards. The
+/// watcher's flag alone would let a client stopped after its check write once more.
+const FENCE_LUA: &str = r#"
+if redis.call('GET', KEYS[#KEYS]) ~= ARGV[#ARGV] then
+  return redis.error_reply("HOLDLOST the hold key no longer holds this run's token")
+end
+"#;
+
+/// The error code of a write refused by [`FENCE_LUA`].
+const HOLD_LOST: &str = "HOLDLOST";
+
+fn fenced(body: &str) -> Script {
+    Script::new(&format!("{FENCE_LUA}{body}"))
+}
+
+static FENCED_CLAIM: LazyLock<Script> = LazyLock::new(|| fenced(CLAIM_LUA));
+
+/// A takeover of an expired lease (the engine read the record and found it expired).
+static TAKE_OVER: LazyLock<Script> = LazyLock::new(|| {
+    fenced(
+        r#"
+redis.call('HSET', KEYS[1], 't', ARGV[1], 'l', ARGV[2])
+return 1
+"#,
+    )
+});
+
+/// A saved response rewritten in place.
+static SET_BODY: LazyLock<Script> = LazyLock::new(|| {
+    fenced(
+        r#"
+redis.call('HSET', KEYS[1], 'rb', ARGV[1])
 return 1
 "#,
     )
@@ -70,7 +114,7 @@ return 1
 
 /// Hand the lease back early, only while the token still holds it.
 static RELEASE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    fenced(
         r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'l', ARGV[2])
@@ -80,21 +124,22 @@ return 1
 });
 
 /// Txn 2's guarded completion: only the attempt holding the lease may complete the key.
-pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
-        r#"
+const COMPLETE_LUA: &str = r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'l', 't')
 redis.call('HSET', KEYS[1], 's', 1, 'rs', ARGV[2], 'rb', ARGV[3], 'e', ARGV[4])
 redis.call('ZADD', KEYS[2], ARGV[4], KEYS[1])
 return 1
-"#,
-    )
-});
+"#;
+
+/// [`COMPLETE_LUA`] as the bench's raw baseline runs it: no hold to prove.
+pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMPLETE_LUA));
+
+static FENCED_COMPLETE: LazyLock<Script> = LazyLock::new(|| fenced(COMPLETE_LUA));
 
 /// The 400 path: delete a started record still held by this attempt.
 static DELETE: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    fenced(
         r#"
 if redis.call('HGET', KEYS[1], 's') ~= '0' or redis.call('HGET', KEYS[1], 't') ~= ARGV[1] then return 0 end
 redis.call('DEL', KEYS[1])
@@ -107,7 +152,7 @@ return 1
 /// One sweeper batch: the records expired by `now`, oldest first, deleted with their index
 /// entries in one atomic step.
 static SWEEP: LazyLock<Script> = LazyLock::new(|| {
-    Script::new(
+    fenced(
         r#"
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, name in ipairs(names) do
@@ -137,6 +182,10 @@ impl RedisStore {
         let con = connect(url)?;
         let location = location(url, prefix);
         let hold = hold_prefix(url, prefix, &location)?;
+        let fence = match hold.fence() {
+            Some(exclusive::Fence::Redis { key, token }) => (key.clone(), token.clone()),
+            _ => (hold_key(prefix), NO_TOKEN.to_string()),
+        };
         let labels = SqliteStore::open(labels_path, labels)?;
         Ok(RedisStore {
             con,
@@ -145,6 +194,7 @@ impl RedisStore {
             labels,
             labels_path: labels_path.to_path_buf(),
             hold,
+            fence,
         })
     }
 
@@ -323,12 +373,16 @@ pub fn hold_prefix(url: &str, prefix: &str, location: &str) -> Result<Arc<Held>,
                 }
             });
             let url = url.to_string();
+            let fence = exclusive::Fence::Redis {
+                key: key.clone(),
+                token: token.clone(),
+            };
             let release: exclusive::Release = Box::new(move || {
                 if let Ok(mut con) = connect(&url) {
                     let _: Result<i64, _> = UNHOLD.key(&key).arg(&token).invoke(&mut con);
                 }
             });
-            Ok((beat, release))
+            Ok((beat, release, fence))
         },
     )
 }
@@ -463,6 +517,16 @@ pub struct RedisTx<'a> {
     url: &'a str,
     prefix: &'a str,
     labels: Labels<'a>,
+    hold: &'a Held,
+    fence: &'a (String, String),
+}
+
+/// A script's failure: [`StoreError::Lost`] when its fence refused it.
+fn script_err(hold: &Held, url: &str, e: redis::RedisError) -> StoreError {
+    if e.code() == Some(HOLD_LOST) {
+        return hold.refused();
+    }
+    err(url, e)
 }
 
 /// The label store's side of a transaction, begun only when a label is written: txn 1 and a
@@ -500,13 +564,17 @@ impl RedisTx<'_> {
         index_name(self.prefix)
     }
 
+    /// Runs a fenced write script on the record `name` and the expiry index, with `args`.
     fn script(&mut self, script: &Script, name: &str, args: &[Vec<u8>]) -> Result<i64, StoreError> {
         let mut call = script.key(name);
         call.key(self.index());
+        call.key(&self.fence.0);
         for a in args {
             call.arg(a.as_slice());
         }
-        call.invoke(self.con).map_err(|e| err(self.url, e))
+        call.arg(&self.fence.1);
+        call.invoke(self.con)
+            .map_err(|e| script_err(self.hold, self.url, e))
     }
 }
 
@@ -518,7 +586,7 @@ impl Tx for RedisTx<'_> {
     fn insert_key(&mut self, key: &NewKey<'_>) -> Result<bool, StoreError> {
         let name = self.name(key.caller_id, key.idem_key);
         let done = self.script(
-            &CLAIM,
+            &FENCED_CLAIM,
             &name,
             &[
                 key.request_hash.to_vec(),
@@ -546,14 +614,11 @@ impl Tx for RedisTx<'_> {
         locked_until_ms: Millis,
     ) -> Result<(), StoreError> {
         let name = self.name(caller_id, idem_key);
-        let _: () = redis::cmd("HSET")
-            .arg(&name)
-            .arg("t")
-            .arg(&lease_token[..])
-            .arg("l")
-            .arg(locked_until_ms)
-            .query(self.con)
-            .map_err(|e| err(self.url, e))?;
+        self.script(
+            &TAKE_OVER,
+            &name,
+            &[lease_token.to_vec(), b(locked_until_ms)],
+        )?;
         Ok(())
     }
 
@@ -571,7 +636,7 @@ impl Tx for RedisTx<'_> {
     fn complete_key(&mut self, done: &Completion<'_>) -> Result<bool, StoreError> {
         let name = self.name(done.caller_id, done.idem_key);
         Ok(self.script(
-            &COMPLETE,
+            &FENCED_COMPLETE,
             &name,
             &[
                 done.lease_token.to_vec(),
@@ -589,10 +654,7 @@ impl Tx for RedisTx<'_> {
         response_body: &str,
     ) -> Result<(), StoreError> {
         let name = self.name(caller_id, idem_key);
-        let _: () = self
-            .con
-            .hset(&name, "rb", response_body)
-            .map_err(|e| err(self.url, e))?;
+        self.script(&SET_BODY, &name, &[response_body.as_bytes().to_vec()])?;
         Ok(())
     }
 
@@ -627,6 +689,8 @@ impl Store for RedisStore {
             url,
             prefix,
             labels,
+            hold,
+            fence,
             ..
         } = self;
         Ok(Box::new(RedisTx {
@@ -634,6 +698,8 @@ impl Store for RedisStore {
             url,
             prefix,
             labels: Labels::Idle(labels),
+            hold,
+            fence,
         }))
     }
 
@@ -648,10 +714,12 @@ impl Store for RedisStore {
         let index = self.index();
         let names: Vec<String> = SWEEP
             .key(&index)
+            .key(&self.fence.0)
             .arg(now_ms)
             .arg(batch)
+            .arg(&self.fence.1)
             .invoke(&mut self.con)
-            .map_err(|e| err(&self.url, e))?;
+            .map_err(|e| script_err(&self.hold, &self.url, e))?;
         Ok(names
             .iter()
             .filter_map(|n| parse_name(&self.prefix, n))

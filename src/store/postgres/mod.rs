@@ -237,26 +237,29 @@ impl Store for PostgresStore {
         if let Sweeper::Partitions { period_ms } = self.pool.inner.options.sweeper {
             return self.drop_expired_partitions(now_ms, period_ms);
         }
-        // One statement outside an explicit transaction is its own short transaction. Not
+        // Its own short transaction, committed with the hold's fence (see `PgTx::commit`). Not
         // retried: a DELETE whose answer was lost may have committed.
+        let commit = self.pool.inner.commit_sql();
         let conn = self.conn()?;
         let guard = conn.guard.clone();
         let _armed = guard.arm("the sweeper's DELETE", deadline::SWEEP_TIMEOUT);
         let rows = conn
             .client
             .batch_execute(&format!(
-                "SET statement_timeout = {}",
+                "SET statement_timeout = {}; BEGIN",
                 deadline::SWEEP_TIMEOUT.as_millis()
             ))
             .and_then(|()| {
-                let rows = conn
-                    .client
-                    .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)]);
                 conn.client
-                    .batch_execute(&deadline::engine_settings())
-                    .and(rows)
-            });
-        let rows = rows.map_err(|e| self.pool.inner.stmt_err(&guard, e))?;
+                    .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)])
+            })
+            .and_then(|rows| conn.client.batch_execute(&commit).map(|()| rows));
+        if rows.as_ref().is_err_and(|e| e.code().is_some()) {
+            let _ = conn.client.batch_execute("ROLLBACK");
+        }
+        let restored = conn.client.batch_execute(&deadline::engine_settings());
+        let rows = rows.map_err(|e| self.pool.inner.commit_err(&guard, e))?;
+        restored.map_err(|e| self.pool.inner.stmt_err(&guard, e))?;
         rows.iter()
             .map(|r| {
                 Ok((

@@ -53,6 +53,25 @@ impl PoolInner {
     pub(super) fn check_held(&self) -> Result<(), StoreError> {
         self._exclusive.as_ref().map_or(Ok(()), |h| h.check())
     }
+
+    /// `statement; COMMIT`, with the hold's fence before the `COMMIT` when the schema is held:
+    /// one message, so the check and the commit run together however long the client was
+    /// stopped between its statements (see [`exclusive::Fence`]).
+    pub(super) fn commit_sql(&self) -> String {
+        match self._exclusive.as_ref().and_then(|h| h.pg_fence_sql()) {
+            Some(fence) => format!("{fence}; COMMIT"),
+            None => "COMMIT".to_string(),
+        }
+    }
+
+    /// A failed commit, as [`StoreError::Lost`] when the fence refused it (its division by
+    /// zero: no other statement of the commit message divides).
+    pub(super) fn commit_err(&self, guard: &Guard, e: postgres::Error) -> StoreError {
+        match (&self._exclusive, e.code()) {
+            (Some(held), Some(c)) if *c == SqlState::DIVISION_BY_ZERO => held.refused(),
+            _ => self.stmt_err(guard, e),
+        }
+    }
 }
 
 impl r2d2::ManageConnection for PgManager {
