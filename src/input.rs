@@ -20,13 +20,24 @@ fn invalid(message: String) -> std::io::Error {
 /// `Ok` when `path` names a regular file (after following links), else why not, in words: the
 /// check is made on the path's metadata, so a FIFO is never opened (opening one blocks).
 pub fn check_regular(path: &Path) -> Result<std::fs::Metadata, std::io::Error> {
-    use std::os::unix::fs::FileTypeExt as _;
     let meta = std::fs::metadata(path)?;
-    let t = meta.file_type();
-    let what = if t.is_file() {
+    if meta.file_type().is_file() {
         return Ok(meta);
-    } else if t.is_dir() {
+    }
+    Err(invalid(format!(
+        "is {}; give a regular file",
+        file_kind(&meta)
+    )))
+}
+
+/// A file's type in words, for an error about an input or an output.
+pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
+    use std::os::unix::fs::FileTypeExt as _;
+    let t = meta.file_type();
+    if t.is_dir() {
         "a directory"
+    } else if t.is_file() {
+        "a file"
     } else if t.is_fifo() {
         "a named pipe (FIFO)"
     } else if t.is_socket() {
@@ -35,8 +46,7 @@ pub fn check_regular(path: &Path) -> Result<std::fs::Metadata, std::io::Error> {
         "a device"
     } else {
         "not a regular file"
-    };
-    Err(invalid(format!("is {what}; give a regular file")))
+    }
 }
 
 /// Opens `path` for reading if it is a regular file.

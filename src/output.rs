@@ -20,7 +20,7 @@
 
 use std::fs::{File, Metadata};
 use std::io::{Read as _, Seek as _, Write as _};
-use std::os::unix::fs::{FileTypeExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::{Path, PathBuf};
 
 /// An input of the run, which no output may replace.
@@ -95,13 +95,13 @@ pub fn check(target: &Target, force: bool, inputs: &[Input]) -> Result<(), Outpu
             Kind::File if !t.is_file() => {
                 return Err(target.error(format!(
                     "is {}; give a regular file's path",
-                    what_it_is(meta)
+                    crate::input::file_kind(meta)
                 )));
             }
             Kind::Dir if !t.is_dir() => {
                 return Err(target.error(format!(
                     "is {}; give a directory (a new one is created)",
-                    what_it_is(meta)
+                    crate::input::file_kind(meta)
                 )));
             }
             _ => {}
@@ -208,24 +208,6 @@ fn parent(path: &Path) -> &Path {
     }
 }
 
-/// A file type in words, for an error.
-fn what_it_is(meta: &Metadata) -> &'static str {
-    let t = meta.file_type();
-    if t.is_dir() {
-        "a directory"
-    } else if t.is_file() {
-        "a file"
-    } else if t.is_fifo() {
-        "a named pipe (FIFO)"
-    } else if t.is_socket() {
-        "a socket"
-    } else if t.is_char_device() || t.is_block_device() {
-        "a device"
-    } else {
-        "not a regular file"
-    }
-}
-
 /// Writes `bytes` to `path` through a temporary file beside it (see [`write_with`]).
 pub fn write(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     write_with(path, |f| f.write_all(bytes))
@@ -252,7 +234,7 @@ pub fn write_with(
         if !t.is_file() {
             return Err(std::io::Error::new(
                 std::io::ErrorKind::InvalidInput,
-                format!("is {}; not replaced", what_it_is(&meta)),
+                format!("is {}; not replaced", crate::input::file_kind(&meta)),
             ));
         }
     }

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::wait_within;
+use common::{long_run, wait_within};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -26,18 +26,6 @@ fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
-}
-
-/// A simulation that runs for minutes unless stopped.
-fn long_run(store: &str, tmpdir: &Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .args(["simulate", "--store", store, "--retention", "1h"])
-        .args(["--duration", "12h", "--sample", "1", "--quiet"])
-        .env("TMPDIR", tmpdir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run idemcalc")
 }
 
 /// Waits until the run has written key records into `schema`.

@@ -2,21 +2,10 @@
 
 mod common;
 
+use common::idemcalc;
 use idemcalc::store::{SqliteOptions, SqliteStore};
 use std::process::Command;
 use std::time::Duration;
-
-fn idemcalc(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .args(args)
-        .output()
-        .expect("run idemcalc");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 const TIMELINE: &str = "scenarios/lease-takeover.toml";
 

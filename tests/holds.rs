@@ -4,8 +4,8 @@
 
 mod common;
 
-use common::wait_within;
-use std::process::{Child, Command, Stdio};
+use common::{long_run, wait_within};
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const EXIT_STORE_FAILED: i32 = 3;
@@ -29,18 +29,6 @@ fn unique(what: &str) -> String {
         "{what}_{}",
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
-}
-
-/// A simulation that runs for minutes unless stopped: every intent replayed at 400/s for 12 h.
-fn long_run(store: &str, tmpdir: &std::path::Path) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .args(["simulate", "--store", store, "--retention", "1h"])
-        .args(["--duration", "12h", "--sample", "1", "--quiet"])
-        .env("TMPDIR", tmpdir)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run idemcalc")
 }
 
 fn redis_con(url: &str) -> redis::Connection {

@@ -2,19 +2,13 @@
 //! symbolic link points to; a damaged Parquet file is bad input (exit 2), not a panic; a closed
 //! stdout ends a run quietly. Every file is made in a temporary directory of the test's own.
 
+mod common;
+
+use common::idemcalc;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
 const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
-
-fn idemcalc(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(BIN).args(args).output().expect("run idemcalc");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 fn manifest_path(rel: &str) -> String {
     format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"))

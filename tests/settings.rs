@@ -1,23 +1,14 @@
 //! One knob, one name, one default, one check: flags and scenario files are two spellings of the
 //! same settings (issue 10), and no value typed into either can panic the binary (issue 15).
 
+mod common;
+
+use common::idemcalc;
 use idemcalc::scenario::Scenario;
 use idemcalc::settings::flags::Flags;
 use idemcalc::settings::knobs::{ESTIMATE, KNOBS, Kind, SIMULATE};
 use idemcalc::settings::{Budgets, Settings};
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
-
-fn idemcalc(args: &[&str]) -> (Option<i32>, String, String) {
-    let o = Command::new(BIN).args(args).output().expect("run idemcalc");
-    (
-        o.status.code(),
-        String::from_utf8_lossy(&o.stdout).into_owned(),
-        String::from_utf8_lossy(&o.stderr).into_owned(),
-    )
-}
 
 fn scenario_path(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -296,18 +296,12 @@ fn duckdb_reader(path: &Path) -> Result<String, String> {
         return Err(format!("--from-file {text:?}: not a file name"));
     }
     let literal = format!("'{}'", text.replace('\'', "''"));
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
-        "csv" => Ok(format!("read_csv({literal}, header = true)")),
-        "parquet" => Ok(format!("read_parquet({literal})")),
-        "ndjson" | "jsonl" => Ok(format!("read_json_auto({literal})")),
-        _ => Err(format!(
-            "--from-file {shown}: name a .csv, .parquet or .ndjson (.jsonl) file"
-        )),
+    // The formats `fit` reads, by the same extensions (`read::kind`), each with its reader.
+    match super::read::kind(path) {
+        Ok("csv") => Ok(format!("read_csv({literal}, header = true)")),
+        Ok("parquet") => Ok(format!("read_parquet({literal})")),
+        Ok(_) => Ok(format!("read_json_auto({literal})")),
+        Err(e) => Err(format!("--from-file {e}")),
     }
 }
 

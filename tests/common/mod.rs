@@ -418,3 +418,29 @@ pub fn wait_within(
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
 }
+
+/// Runs the idemcalc binary to the end: its exit code, stdout and stderr.
+pub fn idemcalc(args: &[&str]) -> (Option<i32>, String, String) {
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(args)
+        .output()
+        .expect("run idemcalc");
+    (
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+/// A simulation that runs for minutes unless stopped: every intent replayed at 400/s for 12 h,
+/// its per-run files under `tmpdir`.
+pub fn long_run(store: &str, tmpdir: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["simulate", "--store", store, "--retention", "1h"])
+        .args(["--duration", "12h", "--sample", "1", "--quiet"])
+        .env("TMPDIR", tmpdir)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run idemcalc")
+}
