@@ -152,7 +152,7 @@ pub struct CarrierConfig {
     pub hang_ms: Millis,
     /// Fraction of calls the carrier refuses outright (nothing bought, nothing billed).
     pub error_fraction: f64,
-    /// The carrier's own dedupe window for a repeated key. 24 h, like Stripe's, by default.
+    /// The carrier's own key window for a repeated key. 24 h, like Stripe's, by default.
     pub window_ms: Millis,
     /// Price of one label, in cents: the seed's $6.00.
     pub price_cents: i64,

@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::format::{count_per_day as per_day, human_bytes, human_count, human_duration, usd};
 use crate::model::{self, FormulaError, ModelParams};
+use crate::stats::Interval;
 use crate::store::SweeperPlan;
 use crate::traffic::{Arrivals, RetryDelay, RetryEvidence};
 
@@ -98,7 +99,7 @@ pub struct Choice {
     /// its interval rules out the model's figure, the model's figure otherwise.
     pub duplicate_labels_per_day: f64,
     /// The run's measurement at this retention, when there is one.
-    pub duplicates_measured: Option<Measurement>,
+    pub duplicates_measured: Option<Interval>,
     /// The model's figure, beside the measurement.
     pub model_duplicate_labels_per_day: f64,
     pub storage_cost_per_day: f64,
@@ -147,25 +148,10 @@ pub struct Recommendation {
     pub candidates: Vec<Choice>,
 }
 
-/// A measured figure with its 95 % interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Measurement {
-    pub estimate: f64,
-    pub ci95_low: f64,
-    pub ci95_high: f64,
-}
-
-impl Measurement {
-    /// Whether `value` lies inside the interval.
-    pub fn covers(&self, value: f64) -> bool {
-        self.ci95_low <= value && value <= self.ci95_high
-    }
-}
-
 /// First-attempt timeouts a run measured, beside the model's figure at the asked share.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredTimeouts {
-    pub per_day: Measurement,
+    pub per_day: Interval,
     pub modelled_per_day: f64,
 }
 
@@ -173,7 +159,7 @@ pub struct MeasuredTimeouts {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct MeasuredDuplicates {
     pub retention_s: f64,
-    pub per_day: Measurement,
+    pub per_day: Interval,
 }
 
 /// What [`decide`] is given besides the model's inputs.

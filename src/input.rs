@@ -49,10 +49,34 @@ pub fn file_kind(meta: &std::fs::Metadata) -> &'static str {
     }
 }
 
-/// Opens `path` for reading if it is a regular file.
+/// Opens `path` for reading if it is a regular file. Opened first, then checked: a check of
+/// the path followed by an open raced with a link flipped between a file and a FIFO in
+/// between (the open then blocked for ever). `O_NONBLOCK` makes opening a FIFO return at once,
+/// and the check is of what was opened, by its descriptor; on a regular file the flag changes
+/// nothing, and it is cleared before the file is returned.
 pub fn open(path: &Path) -> Result<std::fs::File, std::io::Error> {
-    check_regular(path)?;
-    std::fs::File::open(path)
+    use std::os::unix::fs::OpenOptionsExt as _;
+    use std::os::unix::io::AsRawFd as _;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.file_type().is_file() {
+        return Err(invalid(format!(
+            "is {}; give a regular file",
+            file_kind(&meta)
+        )));
+    }
+    // SAFETY: fcntl on a descriptor this function owns, with flags read from it just before.
+    unsafe {
+        let fd = file.as_raw_fd();
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags & !libc::O_NONBLOCK);
+        }
+    }
+    Ok(file)
 }
 
 /// Reads a text input file, refusing one larger than [`MAX_INPUT_BYTES`] before reading it all.

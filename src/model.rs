@@ -174,7 +174,7 @@ pub const INPUTS: &[Input] = &[
         name: "carrier_window_s",
         flag: "--carrier-window",
         unit: "s",
-        label: "Carrier's dedupe window",
+        label: "Carrier's key window",
     },
     Input {
         name: "storage_usd_per_gb_month",

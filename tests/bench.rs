@@ -736,7 +736,7 @@ fn bench_on_a_named_redis_prefix_keeps_it_and_refuses_to_refill_it() {
     assert!(records >= report.config.layout.completed + firsts);
     for p in [prefix.clone(), format!("{prefix}_baseline")] {
         idemcalc::store::redis::drop_prefix(&url, &p).unwrap();
-        let _ = std::fs::remove_file(std::env::temp_dir().join(format!("{p}-labels.sqlite")));
+        let _ = std::fs::remove_file(idemcalc::store::redis::named_labels_path(&p).unwrap());
     }
 }
 

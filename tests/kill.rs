@@ -426,7 +426,7 @@ fn kill_redis(url: &str, seed: u64) -> (Ending, Found) {
         &uuid::Uuid::new_v4().simple().to_string()[..10]
     );
     let tmp = tempfile::tempdir().unwrap();
-    let labels = tmp.path().join(format!("{prefix}-labels.sqlite"));
+    let labels = idemcalc::store::redis::named_labels_location(tmp.path(), &prefix);
     let mut rng = StdRng::seed_from_u64(seed);
     let after = Duration::from_millis(rng.random_range(50..1500));
     let store = format!("--store={url}?prefix={prefix}");

@@ -352,35 +352,35 @@ fn impossible_parameters_are_refused_before_any_work() {
                 rate_per_s: -1.0,
                 ..small()
             },
-            "--rate",
+            "rate_per_s",
         ),
         (
             SimConfig {
                 done_fraction: 1.5,
                 ..small()
             },
-            "--done-fraction",
+            "done_fraction",
         ),
         (
             SimConfig {
                 sample: Some(0.0),
                 ..small()
             },
-            "--sample",
+            "sample",
         ),
         (
             SimConfig {
                 sample: Some(1.5),
                 ..small()
             },
-            "--sample",
+            "sample",
         ),
         (
             SimConfig {
                 arrival_s: Some(0.0),
                 ..small()
             },
-            "--duration",
+            "arrival_s",
         ),
     ] {
         let e = cfg.validate().unwrap_err().to_string();

@@ -3,10 +3,15 @@
 //! requests land in one partition. [`Tally`]s of partitions merge exactly (they share no key),
 //! so `fit` tallies one partition at a time and its memory stays near one partition's
 //! requests, whatever the log's size.
+//!
+//! The partitions are unnamed files (`O_TMPFILE`, or created and unlinked at once) in the
+//! temporary directory: the system frees them when their descriptors close, so no exit, no
+//! signal (SIGKILL included) and no crash leaves any behind, and there is no name for another
+//! user to plant a link at. Each is written, then read back through the same descriptor.
 
 use std::fs::File;
-use std::io::{BufWriter, Read as _, Write as _};
-use std::path::Path;
+use std::io::{BufWriter, Read as _, Seek as _, SeekFrom, Write as _};
+use std::path::PathBuf;
 
 use rayon::prelude::*;
 
@@ -32,9 +37,12 @@ const MIN_ROW_BYTES: u64 = 24;
 /// A request on disk: key, time, caller, response bytes, weight, status, key bytes, replayed.
 const RECORD: usize = 8 + 8 + 4 + 4 + 4 + 2 + 2 + 1;
 
-/// The partition files of one `fit`, removed when dropped.
+/// The partition files of one `fit`, freed when dropped.
 pub(super) struct Spill {
-    dir: tempfile::TempDir,
+    /// Where the unnamed partitions live, for messages.
+    dir: PathBuf,
+    /// The most the partitions can take for this log: every row as short as a row can be.
+    bytes_needed_max: u64,
     partitions: usize,
     writers: Vec<BufWriter<File>>,
     pub(super) rows: u64,
@@ -47,24 +55,21 @@ impl Spill {
         let partitions = usize::try_from(input_bytes / MIN_ROW_BYTES / PARTITION_ROWS)
             .unwrap_or(MAX_PARTITIONS)
             .clamp(MIN_PARTITIONS, MAX_PARTITIONS);
-        let dir = tempfile::Builder::new()
-            .prefix("idemcalc-fit-")
-            .tempdir()
-            .map_err(|e| spill_err(&std::env::temp_dir(), &e))?;
-        let writers = (0..partitions)
-            .map(|p| {
-                let path = dir.path().join(format!("{p:03}.bin"));
-                File::create(&path)
-                    .map(|f| BufWriter::with_capacity(1 << 15, f))
-                    .map_err(|e| spill_err(&path, &e))
-            })
-            .collect::<Result<_, _>>()?;
-        Ok(Spill {
+        let dir = std::env::temp_dir();
+        let bytes_needed_max = input_bytes / MIN_ROW_BYTES * RECORD as u64;
+        ignore_file_size_signal();
+        let mut spill = Spill {
             dir,
+            bytes_needed_max,
             partitions,
-            writers,
+            writers: Vec::with_capacity(partitions),
             rows: 0,
-        })
+        };
+        for _ in 0..partitions {
+            let file = tempfile::tempfile_in(&spill.dir).map_err(|e| spill.err(&e))?;
+            spill.writers.push(BufWriter::with_capacity(1 << 15, file));
+        }
+        Ok(spill)
     }
 
     /// Writes the requests to their partitions.
@@ -73,7 +78,7 @@ impl Spill {
             let p = partition(r.key, self.partitions);
             self.writers[p]
                 .write_all(&encode(r))
-                .map_err(|e| spill_err(self.dir.path(), &e))?;
+                .map_err(|e| self.err(&e))?;
         }
         self.rows += reqs.len() as u64;
         Ok(())
@@ -81,20 +86,21 @@ impl Spill {
 
     /// Every partition's tally, merged: one partition in memory at a time.
     pub(super) fn tally(mut self) -> Result<Tally, FitError> {
-        for w in &mut self.writers {
-            w.flush().map_err(|e| spill_err(self.dir.path(), &e))?;
+        let writers = std::mem::take(&mut self.writers);
+        let mut files = Vec::with_capacity(writers.len());
+        for w in writers {
+            files.push(w.into_inner().map_err(|e| self.err(e.error()))?);
         }
-        self.writers.clear();
         let mut total: Option<Tally> = None;
         let mut bytes = Vec::new();
-        for p in 0..self.partitions {
-            let path = self.dir.path().join(format!("{p:03}.bin"));
+        for mut file in files {
             bytes.clear();
-            File::open(&path)
-                .and_then(|mut f| f.read_to_end(&mut bytes))
-                .map_err(|e| spill_err(&path, &e))?;
+            file.seek(SeekFrom::Start(0))
+                .and_then(|_| file.read_to_end(&mut bytes))
+                .map_err(|e| self.err(&e))?;
+            // The partition's disk space goes back now, not when the last one is read.
+            drop(file);
             let mut reqs: Vec<Req> = bytes.chunks_exact(RECORD).map(decode).collect();
-            std::fs::remove_file(&path).map_err(|e| spill_err(&path, &e))?;
             if reqs.is_empty() {
                 continue;
             }
@@ -107,13 +113,30 @@ impl Spill {
         }
         Ok(total.unwrap_or_else(Tally::empty))
     }
+
+    /// A failed spill names the directory and the room this log needs there.
+    fn err(&self, e: &std::io::Error) -> FitError {
+        file_err(
+            &self.dir,
+            format!(
+                "cannot write fit's temporary partitions ({e}): a log this size needs up to {} \
+                 there ({RECORD} bytes a request, {} requests written so far); set TMPDIR to a \
+                 directory on a disk with room",
+                crate::format::human_bytes(self.bytes_needed_max as f64),
+                self.rows
+            ),
+        )
+    }
 }
 
-fn spill_err(path: &Path, e: &std::io::Error) -> FitError {
-    file_err(
-        path,
-        format!("cannot write fit's temporary partitions ({e}); set TMPDIR to a disk with room"),
-    )
+/// A file-size limit (`ulimit -f`) kills a process writing past it with SIGXFSZ, silently;
+/// ignored, the write fails with EFBIG instead and [`Spill::err`] says what happened.
+fn ignore_file_size_signal() {
+    // SAFETY: setting a signal's disposition to SIG_IGN installs no handler code; it only
+    // changes what the kernel does on SIGXFSZ, for this process.
+    unsafe {
+        libc::signal(libc::SIGXFSZ, libc::SIG_IGN);
+    }
 }
 
 /// Which partition a key's requests go to: the hash's top bits, after a multiply so keys

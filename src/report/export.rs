@@ -213,7 +213,7 @@ fn run_verdicts(r: &RunResult) -> String {
             format!(
                 "{} {} ≤ {}",
                 mark(v.status),
-                v.budget,
+                v.budget.name(),
                 vocabulary::budget_value(v.budget, v.limit)
             )
         })

@@ -17,6 +17,7 @@ pub mod html;
 pub mod text;
 pub mod vocabulary;
 
+use crate::settings::Budget;
 use std::path::{Path, PathBuf};
 
 pub use crate::run::results::{
@@ -59,37 +60,39 @@ impl Verdict {
 fn describe_limit(
     scenario: &str,
     retention: &str,
-    budget: &str,
+    budget: Budget,
     figure: f64,
     ci95: [f64; 2],
     limit: f64,
 ) -> String {
     let f = |v: f64| vocabulary::budget_value(budget, v);
+    let budget_name = budget.name();
     let interval = if ci95[0].is_finite() && ci95[1].is_finite() && ci95[0] < ci95[1] {
         format!(" (95%: {} – {})", f(ci95[0]), f(ci95[1]))
     } else {
         String::new()
     };
     let gap = (figure - limit).abs();
-    let gap_text = if budget == "max_store_growth" {
+    let growth = budget == Budget::MaxStoreGrowth;
+    let gap_text = if growth {
         format!("{:.1} points", gap * 100.0)
     } else {
         f(gap)
     };
-    let share = if limit > 0.0 && budget != "max_store_growth" {
+    let share = if limit > 0.0 && !growth {
         format!(" ({:.0}% of the limit)", gap / limit * 100.0)
     } else {
         String::new()
     };
     if figure > limit {
         format!(
-            "{scenario} ({retention}): {budget}: {}{interval} > {}, over by {gap_text}{share}",
+            "{scenario} ({retention}): {budget_name}: {}{interval} > {}, over by {gap_text}{share}",
             f(figure),
             f(limit),
         )
     } else {
         format!(
-            "{scenario} ({retention}): {budget}: {}{interval} ≤ {}, margin {gap_text}{share}",
+            "{scenario} ({retention}): {budget_name}: {}{interval} ≤ {}, margin {gap_text}{share}",
             f(figure),
             f(limit),
         )

@@ -160,10 +160,7 @@ fn without_keys(e: &Estimate) -> String {
                 "Cost of a parcel left unlabelled",
                 usd(p.unlabelled_parcel_usd),
             ),
-            pair(
-                "Carrier's dedupe window",
-                human_duration(p.carrier_window_s),
-            ),
+            pair("Carrier's key window", human_duration(p.carrier_window_s)),
             pair(
                 "Storage price",
                 format!("{}/GB-month", usd(p.storage_usd_per_gb_month)),

@@ -4,7 +4,8 @@
 
 use super::Status;
 use crate::format::{human_bytes, human_count, human_duration, percent, rate_per_s, usd};
-use crate::run::Change;
+use crate::run::{Change, ChangeFigure};
+use crate::settings::Budget;
 use serde::Serialize;
 
 /// How a number is shown; the page's script has a formatter of the same name for each, and
@@ -40,38 +41,38 @@ pub fn show(quantity: Quantity, v: f64) -> String {
 }
 
 /// A budget's figure or limit in its unit: GB, labels per day or dollars per day.
-pub fn budget_value(budget: &str, v: f64) -> String {
+pub fn budget_value(budget: Budget, v: f64) -> String {
     match budget {
-        "max_store_gb" => human_bytes(v * 1e9),
-        "max_duplicates_per_day" => show(Quantity::PerDay, v),
-        "max_store_growth" => format!("{:+.1}%", v * 100.0),
-        _ => show(Quantity::UsdPerDay, v),
+        Budget::MaxStoreGb => human_bytes(v * 1e9),
+        Budget::MaxDuplicatesPerDay => show(Quantity::PerDay, v),
+        Budget::MaxStoreGrowth => format!("{:+.1}%", v * 100.0),
+        Budget::MaxCostPerDay => show(Quantity::UsdPerDay, v),
     }
 }
 
-pub fn budget_label(budget: &str) -> &'static str {
+pub fn budget_label(budget: Budget) -> &'static str {
     match budget {
-        "max_store_gb" => "Store size",
-        "max_duplicates_per_day" => "Duplicate labels",
-        "max_store_growth" => "Store growth",
-        _ => "Daily cost",
+        Budget::MaxStoreGb => "Store size",
+        Budget::MaxDuplicatesPerDay => "Duplicate labels",
+        Budget::MaxStoreGrowth => "Store growth",
+        Budget::MaxCostPerDay => "Daily cost",
     }
 }
 
-pub fn change_quantity(figure: &str) -> Quantity {
+pub fn change_quantity(figure: ChangeFigure) -> Quantity {
     match figure {
-        "store_bytes" | "bytes_per_record" => Quantity::Bytes,
-        "duplicate_labels_per_day" => Quantity::PerDay,
-        _ => Quantity::UsdPerDay,
+        ChangeFigure::StoreBytes | ChangeFigure::BytesPerRecord => Quantity::Bytes,
+        ChangeFigure::DuplicateLabelsPerDay => Quantity::PerDay,
+        ChangeFigure::TotalCostPerDay => Quantity::UsdPerDay,
     }
 }
 
-pub fn change_label(figure: &str) -> &'static str {
+pub fn change_label(figure: ChangeFigure) -> &'static str {
     match figure {
-        "store_bytes" => "Store size",
-        "bytes_per_record" => "Bytes per record",
-        "duplicate_labels_per_day" => "Duplicate labels",
-        _ => "Daily cost",
+        ChangeFigure::StoreBytes => "Store size",
+        ChangeFigure::BytesPerRecord => "Bytes per record",
+        ChangeFigure::DuplicateLabelsPerDay => "Duplicate labels",
+        ChangeFigure::TotalCostPerDay => "Daily cost",
     }
 }
 

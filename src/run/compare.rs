@@ -12,19 +12,12 @@
 //! compares; a scenario or retention missing on either side is listed, not guessed.
 
 use super::results::{
-    BrokenBudget, Change, Comparison, InputChange, RunFigures, Status, Summary, Verdict,
+    BrokenBudget, Change, ChangeFigure, Comparison, InputChange, Status, Summary, Verdict,
 };
+use crate::settings::Budget;
 use crate::sim::replay::Figure;
 use statrs::distribution::{ContinuousCDF, Normal};
 use std::path::Path;
-
-/// The figures compared, with their unit: what a capacity report's reader watches.
-const FIGURES: &[(&str, &str)] = &[
-    ("store_bytes", "bytes"),
-    ("bytes_per_record", "bytes"),
-    ("duplicate_labels_per_day", "labels/day"),
-    ("total_cost_per_day", "USD/day"),
-];
 
 /// Family-wise false-alarm rate of the "real change" marks.
 const FAMILY_ALPHA: f64 = 0.05;
@@ -75,21 +68,20 @@ pub fn compare(summary: &Summary, baseline: &Path) -> anyhow::Result<Comparison>
         })
         .map(|b| format!("{} ({})", b.scenario, b.retention))
         .collect();
-    let tests = (pairs.len() * FIGURES.len()).max(1) as f64;
+    let tests = (pairs.len() * ChangeFigure::ALL.len()).max(1) as f64;
     let z_threshold = normal().inverse_cdf(1.0 - FAMILY_ALPHA / (2.0 * tests));
     let mut changes = Vec::new();
     for (scenario, retention, b, after) in pairs {
-        for (name, unit) in FIGURES {
-            let (Some(before), Some(after)) = (b.figures.get(*name), figure(after, name)) else {
+        for name in ChangeFigure::ALL {
+            let Some((_, before)) = b.figures.iter().find(|(f, _)| *f == name) else {
                 continue;
             };
             changes.push(change(
                 scenario.clone(),
                 retention.clone(),
                 name,
-                unit,
                 *before,
-                after,
+                name.of(after),
                 z_threshold,
             ));
         }
@@ -115,7 +107,9 @@ pub fn add_growth_verdicts(summary: &mut Summary, comparison: &Comparison) {
         };
         for r in &mut s.runs {
             let Some(c) = comparison.changes.iter().find(|c| {
-                c.scenario == s.name && c.retention == r.retention && c.figure == "store_bytes"
+                c.scenario == s.name
+                    && c.retention == r.retention
+                    && c.figure == ChangeFigure::StoreBytes
             }) else {
                 continue;
             };
@@ -128,7 +122,7 @@ pub fn add_growth_verdicts(summary: &mut Summary, comparison: &Comparison) {
                 Status::Ok
             };
             r.verdicts.push(Verdict {
-                budget: "max_store_growth",
+                budget: Budget::MaxStoreGrowth,
                 limit,
                 figure: Figure {
                     estimate: c.relative,
@@ -136,18 +130,18 @@ pub fn add_growth_verdicts(summary: &mut Summary, comparison: &Comparison) {
                     ci95_high: ci95[1],
                     analytic: f64::NAN,
                 },
-                unit: "fraction",
+                unit: Budget::MaxStoreGrowth.unit(),
                 status,
             });
             if status == Status::Broken {
                 summary.broken_budgets.push(BrokenBudget {
                     scenario: s.name.clone(),
                     retention: c.retention.clone(),
-                    budget: "max_store_growth",
+                    budget: Budget::MaxStoreGrowth,
                     figure: c.relative,
                     ci95,
                     limit,
-                    unit: "fraction",
+                    unit: Budget::MaxStoreGrowth.unit(),
                 });
             }
         }
@@ -172,8 +166,7 @@ fn se(f: &Figure) -> f64 {
 fn change(
     scenario: String,
     retention: String,
-    figure: &'static str,
-    unit: &'static str,
+    figure: ChangeFigure,
     before: Figure,
     after: Figure,
     z_threshold: f64,
@@ -203,7 +196,7 @@ fn change(
         scenario,
         retention,
         figure,
-        unit,
+        unit: figure.unit(),
         before,
         after,
         relative,
@@ -212,21 +205,11 @@ fn change(
     }
 }
 
-fn figure(f: &RunFigures, name: &str) -> Option<Figure> {
-    Some(match name {
-        "store_bytes" => f.store_bytes,
-        "bytes_per_record" => f.bytes_per_record,
-        "duplicate_labels_per_day" => f.duplicate_labels_per_day,
-        "total_cost_per_day" => f.total_cost_per_day,
-        _ => return None,
-    })
-}
-
 /// One run of the baseline, read field by field.
 struct BaselineRun {
     scenario: String,
     retention: String,
-    figures: std::collections::BTreeMap<String, Figure>,
+    figures: Vec<(ChangeFigure, Figure)>,
     /// The run's simulation inputs (schema 2 and later).
     config: Option<serde_json::Value>,
 }
@@ -282,9 +265,9 @@ fn runs_of(v: &serde_json::Value) -> Option<Vec<BaselineRun>> {
         let name = s.get("name")?.as_str()?;
         for r in s.get("runs")?.as_array()? {
             let retention = r.get("retention")?.as_str()?;
-            let mut figures = std::collections::BTreeMap::new();
-            for (f, _) in FIGURES {
-                let Some(x) = r.get("figures").and_then(|fs| fs.get(*f)) else {
+            let mut figures = Vec::new();
+            for f in ChangeFigure::ALL {
+                let Some(x) = r.get("figures").and_then(|fs| fs.get(f.name())) else {
                     continue;
                 };
                 let num = |k: &str| x.get(k).and_then(serde_json::Value::as_f64);
@@ -292,15 +275,15 @@ fn runs_of(v: &serde_json::Value) -> Option<Vec<BaselineRun>> {
                 let Some(estimate) = num("estimate") else {
                     continue;
                 };
-                figures.insert(
-                    f.to_string(),
+                figures.push((
+                    f,
                     Figure {
                         estimate,
                         ci95_low: num("ci95_low").unwrap_or(estimate),
                         ci95_high: num("ci95_high").unwrap_or(estimate),
                         analytic: num("analytic").unwrap_or(f64::NAN),
                     },
-                );
+                ));
             }
             out.push(BaselineRun {
                 scenario: name.to_string(),
@@ -332,8 +315,7 @@ mod tests {
         let same = change(
             "s".into(),
             "24h".into(),
-            "store_bytes",
-            "bytes",
+            ChangeFigure::StoreBytes,
             fig(100.0, 2.0),
             fig(101.5, 2.0),
             z,
@@ -342,8 +324,7 @@ mod tests {
         let doubled = change(
             "s".into(),
             "24h".into(),
-            "store_bytes",
-            "bytes",
+            ChangeFigure::StoreBytes,
             fig(100.0, 2.0),
             fig(200.0, 4.0),
             z,
@@ -361,8 +342,7 @@ mod tests {
             !change(
                 "s".into(),
                 "1h".into(),
-                "x",
-                "",
+                ChangeFigure::TotalCostPerDay,
                 exact(3.0),
                 exact(3.0),
                 3.0
@@ -373,8 +353,7 @@ mod tests {
             change(
                 "s".into(),
                 "1h".into(),
-                "x",
-                "",
+                ChangeFigure::TotalCostPerDay,
                 exact(3.0),
                 exact(4.0),
                 3.0

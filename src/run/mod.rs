@@ -11,12 +11,13 @@ pub mod plan;
 pub mod results;
 pub mod whatif;
 
+use crate::settings::Budget;
 use crate::store::{Slot, StoreOptions, Stores, Sweeper};
 pub use plan::{JobPlan, Plan};
 pub use results::*;
 
 use crate::decision::{
-    DecisionInputs, MeasuredDuplicates, MeasuredTimeouts, Measurement, Recommendation, decide,
+    DecisionInputs, MeasuredDuplicates, MeasuredTimeouts, Recommendation, decide,
 };
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
@@ -535,20 +536,11 @@ fn measured_timeouts(runs: &[RunResult]) -> Option<MeasuredTimeouts> {
         let f = r.figures.timed_out_per_day;
         (f.estimate.is_finite() && f.ci95_high > 0.0 && r.model.timed_out_per_day > 0.0).then(
             || MeasuredTimeouts {
-                per_day: measurement(&f),
+                per_day: Figure::interval(&f),
                 modelled_per_day: r.model.timed_out_per_day,
             },
         )
     })
-}
-
-/// A simulated figure as the decision reads it: the estimate and its interval.
-fn measurement(f: &Figure) -> Measurement {
-    Measurement {
-        estimate: f.estimate,
-        ci95_low: f.ci95_low,
-        ci95_high: f.ci95_high,
-    }
 }
 
 /// A run's duplicates, when it measured them with an interval (a run that saw none cannot
@@ -558,7 +550,7 @@ fn measured_duplicates(r: &RunResult) -> Option<MeasuredDuplicates> {
     (f.estimate.is_finite() && f.ci95_low.is_finite() && f.ci95_high > 0.0).then(|| {
         MeasuredDuplicates {
             retention_s: r.retention_s,
-            per_day: measurement(&f),
+            per_day: Figure::interval(&f),
         }
     })
 }
@@ -659,7 +651,7 @@ pub fn verdicts(b: &Budgets, f: &RunFigures) -> Vec<Verdict> {
     let gb = |v: f64| v / 1e9;
     let checks = [
         (
-            "max_store_gb",
+            Budget::MaxStoreGb,
             b.max_store_gb,
             Figure {
                 estimate: gb(f.store_bytes.estimate),
@@ -667,24 +659,21 @@ pub fn verdicts(b: &Budgets, f: &RunFigures) -> Vec<Verdict> {
                 ci95_high: gb(f.store_bytes.ci95_high),
                 analytic: gb(f.store_bytes.analytic),
             },
-            "GB",
         ),
         (
-            "max_duplicates_per_day",
+            Budget::MaxDuplicatesPerDay,
             b.max_duplicates_per_day,
             f.duplicate_labels_per_day,
-            "labels/day",
         ),
         (
-            "max_cost_per_day",
+            Budget::MaxCostPerDay,
             b.max_cost_per_day,
             f.total_cost_per_day,
-            "USD/day",
         ),
     ];
     checks
         .into_iter()
-        .filter_map(|(budget, limit, figure, unit)| {
+        .filter_map(|(budget, limit, figure)| {
             let limit = limit?;
             let status = if figure.estimate > limit {
                 Status::Broken
@@ -697,7 +686,7 @@ pub fn verdicts(b: &Budgets, f: &RunFigures) -> Vec<Verdict> {
                 budget,
                 limit,
                 figure,
-                unit,
+                unit: budget.unit(),
                 status,
             })
         })

@@ -8,6 +8,7 @@
 use crate::decision::{Choice, Recommendation, Targets};
 use crate::model::{Estimate, Figures, ModelParams};
 use crate::scenario::Budgets;
+use crate::settings::Budget;
 use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
 use crate::sim::timeline::TimelineReport;
 use crate::traffic::RetryDelay;
@@ -228,7 +229,7 @@ pub enum Status {
 #[derive(Debug, Clone, Serialize)]
 pub struct Verdict {
     /// The `[budgets]` field, e.g. `max_store_gb`.
-    pub budget: &'static str,
+    pub budget: Budget,
     pub limit: f64,
     /// The figure in the budget's unit (GB, labels/day, USD/day).
     pub figure: Figure,
@@ -241,7 +242,7 @@ pub struct Verdict {
 pub struct BrokenBudget {
     pub scenario: String,
     pub retention: String,
-    pub budget: &'static str,
+    pub budget: Budget,
     pub figure: f64,
     /// The figure's 95 % interval, so a breach reads with its uncertainty.
     pub ci95: [f64; 2],
@@ -333,12 +334,60 @@ pub struct InputChange {
     pub after: String,
 }
 
+/// A figure `report --baseline` compares, by the name `summary.json` gives it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeFigure {
+    StoreBytes,
+    BytesPerRecord,
+    DuplicateLabelsPerDay,
+    TotalCostPerDay,
+}
+
+impl ChangeFigure {
+    /// Every compared figure, in the order a report lists them.
+    pub const ALL: [ChangeFigure; 4] = [
+        ChangeFigure::StoreBytes,
+        ChangeFigure::BytesPerRecord,
+        ChangeFigure::DuplicateLabelsPerDay,
+        ChangeFigure::TotalCostPerDay,
+    ];
+
+    /// The name in `summary.json`'s `figures`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ChangeFigure::StoreBytes => "store_bytes",
+            ChangeFigure::BytesPerRecord => "bytes_per_record",
+            ChangeFigure::DuplicateLabelsPerDay => "duplicate_labels_per_day",
+            ChangeFigure::TotalCostPerDay => "total_cost_per_day",
+        }
+    }
+
+    pub fn unit(self) -> &'static str {
+        match self {
+            ChangeFigure::StoreBytes | ChangeFigure::BytesPerRecord => "bytes",
+            ChangeFigure::DuplicateLabelsPerDay => "labels/day",
+            ChangeFigure::TotalCostPerDay => "USD/day",
+        }
+    }
+
+    /// The figure of a run.
+    pub fn of(self, f: &RunFigures) -> Figure {
+        match self {
+            ChangeFigure::StoreBytes => f.store_bytes,
+            ChangeFigure::BytesPerRecord => f.bytes_per_record,
+            ChangeFigure::DuplicateLabelsPerDay => f.duplicate_labels_per_day,
+            ChangeFigure::TotalCostPerDay => f.total_cost_per_day,
+        }
+    }
+}
+
 /// One figure before and after.
 #[derive(Debug, Clone, Serialize)]
 pub struct Change {
     pub scenario: String,
     pub retention: String,
-    pub figure: &'static str,
+    pub figure: ChangeFigure,
     pub unit: &'static str,
     pub before: Figure,
     pub after: Figure,

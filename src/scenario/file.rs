@@ -205,7 +205,7 @@ impl Source<'_> {
     /// A knob's value refused by the validator, at the knob's field (and the value's column
     /// when it could not be read at all).
     fn settings_error(&self, e: SettingsError) -> ScenarioError {
-        let k = knobs::knob(e.knob_name);
+        let k = knobs::knob(e.knob);
         let field = e.field.or(k.field).unwrap_or(k.name).to_string();
         let (line, column) = match locate_key(self.text, &field) {
             Some((line, _)) if e.unreadable => (Some(line), value_column(self.text, line)),
@@ -219,16 +219,16 @@ impl Source<'_> {
 /// What a file sets: every knob as a raw value, in file order, and the fitted retry
 /// distribution (`[traffic] retry_delay`) if it has one.
 struct Given {
-    raw: Vec<(&'static str, Raw)>,
+    raw: Vec<(knobs::KnobId, Raw)>,
     fitted: Option<RetrySpec>,
 }
 
 fn raw_values(src: &Source<'_>, file: &FileToml) -> Result<Given, ScenarioError> {
-    let mut raw: Vec<(&'static str, Raw)> = Vec::new();
+    let mut raw: Vec<(knobs::KnobId, Raw)> = Vec::new();
     // `[traffic] retry_delay`, what `idemcalc fit` writes: a structured table, not a knob.
     let mut fitted: Option<RetrySpec> = None;
     if let Some(seed) = &file.seed {
-        raw.push(("seed", raw_of(seed)));
+        raw.push((knobs::KnobId::Seed, raw_of(seed)));
     }
     let sections = [
         ("engine", &file.engine),
@@ -248,7 +248,7 @@ fn raw_values(src: &Source<'_>, file: &FileToml) -> Result<Given, ScenarioError>
             }
             for (f, v) in knob_entries(src, section, key, &field, value)? {
                 match KNOBS.iter().find(|k| k.field == Some(f.as_str())) {
-                    Some(k) => raw.push((k.name, raw_of(v))),
+                    Some(k) => raw.push((k.id, raw_of(v))),
                     None => {
                         let known = if f == field {
                             known.clone()

@@ -78,7 +78,7 @@ pub struct Scenario {
     pub budgets: Option<Budgets>,
     /// The knob values the file set, for flags to override (`simulate --scenario`).
     #[serde(skip)]
-    pub(crate) given: Vec<(&'static str, crate::settings::knobs::Raw)>,
+    pub(crate) given: Vec<(crate::settings::knobs::KnobId, crate::settings::knobs::Raw)>,
 }
 
 impl Scenario {
@@ -106,7 +106,7 @@ impl Scenario {
     /// fitted retry distribution stays unless `--retry-cdf` replaces it.
     pub fn settings_under<const C: u8>(&self, flags: &Flags<C>) -> Result<Settings, SettingsError> {
         let mut settings = flags.settings_over(&self.given)?;
-        if !flags.gives("retry_cdf") {
+        if !flags.gives(crate::settings::knobs::KnobId::RetryCdf) {
             settings.retry.fitted = self.settings.retry.fitted.clone();
         }
         Ok(settings)

@@ -4,14 +4,14 @@
 //! and a file field go through the same check in [`super::Values::check`] and a flag left out
 //! means the table's default, exactly as a field left out of a file does.
 
-use super::knobs::{KNOBS, Kind, Raw};
+use super::knobs::{KNOBS, Kind, KnobId, Raw};
 use super::{Settings, SettingsError, Values};
 use clap::{Arg, ArgAction, ArgMatches, Args, Command, FromArgMatches};
 
 /// The flags of one subcommand (`C` is a [`super::knobs`] command bit), as typed.
 #[derive(Debug, Clone, Default)]
 pub struct Flags<const C: u8> {
-    given: Vec<(&'static str, Raw)>,
+    given: Vec<(KnobId, Raw)>,
 }
 
 impl<const C: u8> Flags<C> {
@@ -21,22 +21,26 @@ impl<const C: u8> Flags<C> {
     }
 
     /// The flags over a base (a scenario file's values): a flag given wins over the file.
-    pub fn settings_over(&self, base: &[(&'static str, Raw)]) -> Result<Settings, SettingsError> {
+    pub fn settings_over(&self, base: &[(KnobId, Raw)]) -> Result<Settings, SettingsError> {
         let merged = base.iter().chain(self.given.iter()).cloned();
         Settings::from_values(&Values::check(merged)?)
     }
 
-    /// Whether the knob `name` was given as a flag.
-    pub fn gives(&self, name: &str) -> bool {
-        self.given.iter().any(|(n, _)| *n == name)
+    /// Whether the knob `id` was given as a flag.
+    pub fn gives(&self, id: KnobId) -> bool {
+        self.given.iter().any(|(n, _)| *n == id)
     }
 
-    /// Test helper: flags as if typed, without clap.
+    /// Test helper: flags as if typed, without clap, by knob name (a test panics on a name the
+    /// table does not have).
     pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Self {
         Flags {
             given: pairs
                 .iter()
-                .map(|(n, v)| (*n, Raw::Text(v.to_string())))
+                .map(|(n, v)| {
+                    let k = super::knobs::by_name(n).unwrap_or_else(|| panic!("no knob {n}"));
+                    (k.id, Raw::Text(v.to_string()))
+                })
                 .collect(),
         }
     }
@@ -160,10 +164,10 @@ impl<const C: u8> FromArgMatches for Flags<C> {
             .filter_map(|k| {
                 if k.kind == Kind::Switch {
                     // Given means on; left out means the table's default, as in a file.
-                    return m.get_flag(k.name).then_some((k.name, Raw::Bool(true)));
+                    return m.get_flag(k.name).then_some((k.id, Raw::Bool(true)));
                 }
                 m.get_one::<String>(k.name)
-                    .map(|v| (k.name, Raw::Text(v.clone())))
+                    .map(|v| (k.id, Raw::Text(v.clone())))
             })
             .collect();
         Ok(Flags { given })

@@ -49,6 +49,7 @@ pub enum Kind {
 
 #[derive(Debug, Clone, Copy)]
 pub struct Knob {
+    pub id: KnobId,
     /// The key in [`super::Values`] and the field of `Settings` it fills; unit last.
     pub name: &'static str,
     /// The flag, e.g. `--timeout-fraction`.
@@ -121,8 +122,9 @@ macro_rules! knob {
     (@aliases $a:expr) => { $a };
     (@list) => { None };
     (@list $l:expr) => { Some($l) };
-    ($name:literal, $flag:literal, $field:expr, $kind:expr, $default:expr, $commands:expr, $vn:literal, $help:literal $(, aliases = $aliases:expr)? $(, list = $list:expr)?) => {
+    ($id:ident, $name:literal, $flag:literal, $field:expr, $kind:expr, $default:expr, $commands:expr, $vn:literal, $help:literal $(, aliases = $aliases:expr)? $(, list = $list:expr)?) => {
         Knob {
+            id: KnobId::$id,
             name: $name,
             flag: $flag,
             aliases: knob!(@aliases $($aliases)?),
@@ -137,9 +139,24 @@ macro_rules! knob {
     };
 }
 
-/// Every knob, in `--help` order.
-pub const KNOBS: &[Knob] = &[
-    knob!(
+/// The table itself: one list gives both [`KnobId`] and [`KNOBS`], so an id and its row cannot
+/// drift apart, and `KNOBS[id as usize]` is that id's row.
+macro_rules! knob_table {
+    ($($id:ident => ($($row:tt)*)),* $(,)?) => {
+        /// A knob, as the compiler knows it: code asks [`super::Values`] for a knob by this id,
+        /// so a misspelt name is a compile error rather than a budget that silently vanishes.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum KnobId {
+            $($id),*
+        }
+
+        /// Every knob, in `--help` order.
+        pub const KNOBS: &[Knob] = &[$(knob!($id, $($row)*)),*];
+    };
+}
+
+knob_table! {
+    Seed => (
         "seed",
         "--seed",
         Some("seed"),
@@ -153,7 +170,7 @@ pub const KNOBS: &[Knob] = &[
         "Seed for every random choice; the same seed and inputs give the same JSON."
     ),
     // Traffic
-    knob!(
+    RatePerS => (
         "rate_per_s",
         "--rate",
         Some("traffic.rate"),
@@ -163,7 +180,7 @@ pub const KNOBS: &[Knob] = &[
         "CALLS_PER_S",
         "Average label creates per second (the seed's average is 400, its peak 2000)."
     ),
-    knob!(
+    RushRatePerS => (
         "rush_rate_per_s",
         "--rush-rate",
         Some("traffic.rush.rate"),
@@ -173,7 +190,7 @@ pub const KNOBS: &[Knob] = &[
         "CALLS_PER_S",
         "A daily rush at this rate in place of --rate, e.g. 2000 (see --rush-start, --rush-duration)."
     ),
-    knob!(
+    RushStart => (
         "rush_start",
         "--rush-start",
         Some("traffic.rush.start"),
@@ -183,7 +200,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "When the daily rush starts, after midnight."
     ),
-    knob!(
+    RushDuration => (
         "rush_duration",
         "--rush-duration",
         Some("traffic.rush.duration"),
@@ -194,7 +211,7 @@ pub const KNOBS: &[Knob] = &[
         "How long the daily rush lasts.",
         aliases = &["rush-for"]
     ),
-    knob!(
+    PeakRatePerS => (
         "peak_rate_per_s",
         "--peak-rate",
         Some("model.peak_rate"),
@@ -204,7 +221,7 @@ pub const KNOBS: &[Knob] = &[
         "CALLS_PER_S",
         "Peak creates per second that size the worst-case store (the seed's pre-holiday rush); the traffic's own peak if higher."
     ),
-    knob!(
+    Arrival => (
         "arrival",
         "--duration",
         Some("traffic.duration"),
@@ -214,7 +231,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "How long traffic arrives, in simulated time (default: one retention plus half a retention, at least 6 h, rounded up to whole days under a daily rush). At most 90d."
     ),
-    knob!(
+    Sample => (
         "sample",
         "--sample",
         Some("traffic.sample"),
@@ -228,7 +245,7 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Fraction of ordinary calls replayed, in (0, 1]; 1 is full fidelity (default: about --target intents)."
     ),
-    knob!(
+    TargetIntents => (
         "target_intents",
         "--target",
         Some("traffic.target"),
@@ -239,7 +256,7 @@ pub const KNOBS: &[Knob] = &[
         "How many ordinary intents the automatic sample aims for: run time against interval width."
     ),
     // 64 replicates at 40,000 intents each is already minutes on two cores.
-    knob!(
+    Replicates => (
         "replicates",
         "--replicates",
         Some("traffic.replicates"),
@@ -249,7 +266,7 @@ pub const KNOBS: &[Knob] = &[
         "N",
         "Independent replicates, run in parallel and pooled into the intervals (at most 64)."
     ),
-    knob!(
+    TimeoutFraction => (
         "timeout_fraction",
         "--timeout-fraction",
         Some("traffic.timeout_fraction"),
@@ -260,7 +277,7 @@ pub const KNOBS: &[Knob] = &[
         "Share of calls that time out, like 0.001 or 0.1% (seed: 0.1%).",
         aliases = &["timeout-rate"]
     ),
-    knob!(
+    KeyBytes => (
         "key_bytes",
         "--key-bytes",
         Some("traffic.key_bytes"),
@@ -270,7 +287,7 @@ pub const KNOBS: &[Knob] = &[
         "SIZE",
         "Idempotency-key length: a size (36, 36B) or median=SIZE,p99=SIZE (seed: keys of up to ~36 B)."
     ),
-    knob!(
+    ResponseBytes => (
         "response_bytes",
         "--response-bytes",
         Some("traffic.response_bytes"),
@@ -280,7 +297,7 @@ pub const KNOBS: &[Knob] = &[
         "SIZE",
         "Saved 201 response size: a size (300B, 2kB) or median=SIZE,p99=SIZE (seed: ~300 B)."
     ),
-    knob!(
+    RequestLog => (
         "request_log",
         "--request-log",
         None,
@@ -290,7 +307,7 @@ pub const KNOBS: &[Knob] = &[
         "FILE",
         "Also write the requests the simulator replays (first retention, replicate 1) to this .parquet, .csv or .ndjson file, in the columns `idemcalc fit` reads."
     ),
-    knob!(
+    NetworkLossFraction => (
         "network_loss_fraction",
         "--network-loss",
         Some("traffic.network_loss"),
@@ -300,7 +317,7 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Share of calls the network loses, request or reply (default: calibrated so that --timeout-fraction holds at the seed's latencies; a slower carrier then adds its own timeouts)."
     ),
-    knob!(
+    DoneFraction => (
         "done_fraction",
         "--done-fraction",
         Some("traffic.done_fraction"),
@@ -310,7 +327,7 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Share of timed-out calls already done server-side (seed: 60%)."
     ),
-    knob!(
+    KeyPolicy => (
         "key_policy",
         "--key-policy",
         Some("traffic.key_policy"),
@@ -320,7 +337,7 @@ pub const KNOBS: &[Knob] = &[
         "POLICY",
         "How clients make keys: derived (the seed's), random-saved, or new-per-attempt (the bug)."
     ),
-    knob!(
+    Callers => (
         "callers",
         "--callers",
         Some("traffic.callers"),
@@ -333,7 +350,7 @@ pub const KNOBS: &[Knob] = &[
         "N",
         "Callers (tenants) sharing order numbering; with global keys they collide."
     ),
-    knob!(
+    CrashFraction => (
         "crash_fraction",
         "--crash-rate",
         Some("traffic.crash_rate"),
@@ -343,7 +360,7 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Fraction of attempts killed mid-flight (at --crash-point)."
     ),
-    knob!(
+    CrashPoint => (
         "crash_point",
         "--crash-point",
         Some("traffic.crash_point"),
@@ -354,7 +371,7 @@ pub const KNOBS: &[Knob] = &[
         "Where a killed attempt dies."
     ),
     // A client that tries more than 100 times in-process is a bug of its own.
-    knob!(
+    MaxAttempts => (
         "max_attempts",
         "--max-attempts",
         Some("traffic.max_attempts"),
@@ -364,7 +381,7 @@ pub const KNOBS: &[Knob] = &[
         "N",
         "Attempts per intent in the client's in-process retry loop, the first included."
     ),
-    knob!(
+    Deadline => (
         "deadline",
         "--deadline",
         Some("traffic.deadline"),
@@ -374,7 +391,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "The client's deadline for one attempt (seed: 250 ms)."
     ),
-    knob!(
+    BackoffBase => (
         "backoff_base",
         "--backoff-base",
         Some("traffic.backoff_base"),
@@ -384,7 +401,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "First backoff between in-process attempts (exponential, full jitter)."
     ),
-    knob!(
+    BackoffCap => (
         "backoff_cap",
         "--backoff-cap",
         Some("traffic.backoff_cap"),
@@ -394,7 +411,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "Longest backoff between in-process attempts."
     ),
-    knob!(
+    SweepPeriod => (
         "sweep_period",
         "--sweep-period",
         Some("traffic.sweep_period"),
@@ -404,7 +421,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "How often the sweeper runs, in simulated time (at least 1s)."
     ),
-    knob!(
+    SweepBatch => (
         "sweep_batch",
         "--sweep-batch",
         Some("traffic.sweep_batch"),
@@ -417,7 +434,7 @@ pub const KNOBS: &[Knob] = &[
         "RECORDS",
         "Records the sweeper deletes per batch."
     ),
-    knob!(
+    Sweeper => (
         "sweeper",
         "--sweeper",
         Some("traffic.sweeper"),
@@ -428,7 +445,7 @@ pub const KNOBS: &[Knob] = &[
         "How expired records go on PostgreSQL: batched DELETE (the seed's), or partitions by expiry dropped whole."
     ),
     // A partition per second of retention would be a typo: every lookup probes every partition.
-    knob!(
+    PartitionPeriod => (
         "partition_period",
         "--partition-period",
         Some("traffic.partition_period"),
@@ -439,7 +456,7 @@ pub const KNOBS: &[Knob] = &[
         "With --sweeper partitions: the range of one partition (default: a quarter of the retention, at least 1 min)."
     ),
     // Each point is a row in the series tables and a vertex in the chart.
-    knob!(
+    SeriesPoints => (
         "series_points",
         "--series-points",
         Some("traffic.series_points"),
@@ -453,7 +470,7 @@ pub const KNOBS: &[Knob] = &[
         "Points of the keys-in-the-store time series."
     ),
     // Engine
-    knob!(
+    Retention => (
         "retention",
         "--retention",
         Some("engine.retention"),
@@ -464,7 +481,7 @@ pub const KNOBS: &[Knob] = &[
         "Retention after completion, e.g. 24h or 3d; simulate takes a comma-separated list (1h,24h,3d) and runs each.",
         list = 32
     ),
-    knob!(
+    Lease => (
         "lease",
         "--lease",
         Some("engine.lease"),
@@ -474,7 +491,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "Lease length (seed: 30s)."
     ),
-    knob!(
+    CarrierTimeout => (
         "carrier_timeout",
         "--carrier-timeout",
         Some("engine.carrier_timeout"),
@@ -484,7 +501,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "Carrier call timeout (seed: 20s, inside the lease)."
     ),
-    knob!(
+    KeyScope => (
         "key_scope",
         "--key-scope",
         Some("engine.key_scope"),
@@ -494,7 +511,7 @@ pub const KNOBS: &[Knob] = &[
         "SCOPE",
         "Key scope: per-caller (correct) or global (the seed's collision failure)."
     ),
-    knob!(
+    OrderSpace => (
         "order_space",
         "--order-space",
         Some("engine.order_space"),
@@ -504,7 +521,7 @@ pub const KNOBS: &[Knob] = &[
         "SPACE",
         "Whose orders an order id names: shared by all callers (the seed's: one label per parcel across callers) or per-tenant (tenants number their own orders; labels unique per tenant)."
     ),
-    knob!(
+    RecordPlacement => (
         "record_placement",
         "--record-placement",
         Some("engine.record_placement"),
@@ -514,7 +531,7 @@ pub const KNOBS: &[Knob] = &[
         "PLACEMENT",
         "Key record and label in one transaction, or separate-store (not atomic)."
     ),
-    knob!(
+    CarrierKey => (
         "carrier_key",
         "--carrier-key",
         Some("engine.carrier_key"),
@@ -525,7 +542,7 @@ pub const KNOBS: &[Knob] = &[
         "What the carrier call carries: the derived key, or none."
     ),
     // Carrier
-    knob!(
+    CarrierLatency => (
         "carrier_latency",
         "--carrier-latency",
         Some("carrier.latency"),
@@ -538,7 +555,7 @@ pub const KNOBS: &[Knob] = &[
     // The latencies the seed's 0.1 % timeout rate is calibrated against (sim::replay::
     // SEED_CARRIER_LATENCY): with a 250 ms deadline a log-normal of 30 ms / 100 ms outlasts it
     // on 2.2e-5 of calls, where 40 ms / 200 ms would on 0.4 %, four times the seed's whole rate.
-    knob!(
+    CarrierLatencyMedian => (
         "carrier_latency_median",
         "--carrier-median",
         Some("carrier.latency.median"),
@@ -548,7 +565,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "Median carrier latency (log-normal)."
     ),
-    knob!(
+    CarrierLatencyP99 => (
         "carrier_latency_p99",
         "--carrier-p99",
         Some("carrier.latency.p99"),
@@ -559,7 +576,7 @@ pub const KNOBS: &[Knob] = &[
         "99th-percentile carrier latency (log-normal)."
     ),
     // 0s is a carrier that keeps no key: every late retry then misses its window.
-    knob!(
+    CarrierWindow => (
         "carrier_window",
         "--carrier-window",
         Some("carrier.window"),
@@ -569,7 +586,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "How long the carrier recognises our derived key."
     ),
-    knob!(
+    LabelPriceUsd => (
         "label_price_usd",
         "--label-price",
         Some("carrier.price_usd"),
@@ -579,7 +596,7 @@ pub const KNOBS: &[Knob] = &[
         "USD",
         "Price of one label (seed: $6.00)."
     ),
-    knob!(
+    HangFraction => (
         "hang_fraction",
         "--carrier-hang-fraction",
         Some("carrier.hang_fraction"),
@@ -590,7 +607,7 @@ pub const KNOBS: &[Knob] = &[
         "Fraction of carrier calls that hang past the timeout after buying the label.",
         aliases = &["carrier-hang-rate"]
     ),
-    knob!(
+    ErrorFraction => (
         "error_fraction",
         "--carrier-error-fraction",
         Some("carrier.error_fraction"),
@@ -601,7 +618,7 @@ pub const KNOBS: &[Knob] = &[
         "Fraction of carrier calls refused outright."
     ),
     // Model
-    knob!(
+    BytesPerRecord => (
         "bytes_per_record",
         "--bytes-per-record",
         Some("model.bytes_per_record"),
@@ -611,7 +628,7 @@ pub const KNOBS: &[Knob] = &[
         "BYTES",
         "Stored size of one key record with index overhead, as the model assumes it (default: key + 32 B hash + response + 144 B of row and index overhead, 512 B at the seed's sizes; the simulator measures its own)."
     ),
-    knob!(
+    Replicas => (
         "replicas",
         "--replicas",
         Some("model.replicas"),
@@ -621,7 +638,7 @@ pub const KNOBS: &[Knob] = &[
         "COPIES",
         "Full copies of the store paid for: a primary and a standby are 2."
     ),
-    knob!(
+    StorageUsdPerGbMonth => (
         "storage_usd_per_gb_month",
         "--storage-price",
         Some("model.storage_usd_per_gb_month"),
@@ -633,7 +650,7 @@ pub const KNOBS: &[Knob] = &[
     ),
     // Managed in-memory stores list at about $0.2/h for a 13 GiB node: ~$12 per GB-month,
     // a hundred times disk. Used where a store keeps its records in RAM (Redis).
-    knob!(
+    MemoryUsdPerGbMonth => (
         "memory_usd_per_gb_month",
         "--memory-price",
         Some("model.memory_usd_per_gb_month"),
@@ -643,7 +660,7 @@ pub const KNOBS: &[Knob] = &[
         "USD_PER_GB_MONTH",
         "Memory price per GB-month, for a store that keeps its records in RAM (Redis in the report's store comparison)."
     ),
-    knob!(
+    UnlabelledParcelUsd => (
         "unlabelled_parcel_usd",
         "--unlabelled-cost",
         Some("model.unlabelled_parcel_usd"),
@@ -654,7 +671,7 @@ pub const KNOBS: &[Knob] = &[
         "Cost of one parcel left without a label."
     ),
     // The late-retry distribution
-    knob!(
+    RetryCdf => (
         "retry_cdf",
         "--retry-cdf",
         None,
@@ -664,7 +681,7 @@ pub const KNOBS: &[Knob] = &[
         "FILE",
         "Measured late-retry distribution: CSV lines of `delay,cumulative fraction`, e.g. `90s,0.85`."
     ),
-    knob!(
+    RetryHead => (
         "retry_head",
         "--retry-head",
         None,
@@ -674,7 +691,7 @@ pub const KNOBS: &[Knob] = &[
         "HEAD",
         "How retries below the first point are spread: log-uniform from --retry-min-delay, or all at the first point."
     ),
-    knob!(
+    RetryMinDelay => (
         "retry_min_delay",
         "--retry-min-delay",
         None,
@@ -684,7 +701,7 @@ pub const KNOBS: &[Knob] = &[
         "DURATION",
         "Earliest retry for a log-uniform head."
     ),
-    knob!(
+    RetryTail => (
         "retry_tail",
         "--retry-tail",
         None,
@@ -694,7 +711,7 @@ pub const KNOBS: &[Knob] = &[
         "TAIL",
         "How retries beyond the last point are spread: log-linear to 100% at --retry-horizon, or all at it."
     ),
-    knob!(
+    RetryHorizon => (
         "retry_horizon",
         "--retry-horizon",
         None,
@@ -705,7 +722,7 @@ pub const KNOBS: &[Knob] = &[
         "Delay by which every retry has arrived."
     ),
     // Budgets: limits on the simulated figures.
-    knob!(
+    MaxStoreGb => (
         "max_store_gb",
         "--max-store-gb",
         Some("budgets.max_store_gb"),
@@ -715,7 +732,7 @@ pub const KNOBS: &[Knob] = &[
         "GB",
         "Steady-state store size budget, decimal GB; the decision recommends no retention whose store exceeds it."
     ),
-    knob!(
+    MaxDuplicatesPerDay => (
         "max_duplicates_per_day",
         "--max-duplicates-per-day",
         Some("budgets.max_duplicates_per_day"),
@@ -725,7 +742,7 @@ pub const KNOBS: &[Knob] = &[
         "LABELS",
         "Real duplicate labels per day budget; for `estimate`, the decision's duplicates target (default: fewer than one a month, 1/30 a day)."
     ),
-    knob!(
+    WithoutCarrierWindow => (
         "without_carrier_window",
         "--without-carrier-window",
         Some("budgets.without_carrier_window"),
@@ -735,7 +752,7 @@ pub const KNOBS: &[Knob] = &[
         "",
         "Decide on our keys alone: count every retry after our purge as a duplicate, even while the carrier still knows its derived key."
     ),
-    knob!(
+    MaxCostPerDay => (
         "max_cost_per_day",
         "--max-cost-per-day",
         Some("budgets.max_cost_per_day"),
@@ -745,7 +762,7 @@ pub const KNOBS: &[Knob] = &[
         "USD",
         "Storage plus duplicate labels budget, USD per day."
     ),
-    knob!(
+    MaxStoreGrowth => (
         "max_store_growth",
         "--max-store-growth",
         Some("budgets.max_store_growth"),
@@ -755,7 +772,7 @@ pub const KNOBS: &[Knob] = &[
         "FRACTION",
         "Largest growth of the store size against `report --baseline`, as a fraction (0.10: 10 %); only a change the intervals call real counts."
     ),
-];
+}
 
 /// The range of a rate-per-day knob (budgets in duplicates a day).
 const PER_DAY_RANGE: (f64, f64) = (0.0, 1e12);
@@ -777,10 +794,26 @@ impl Knob {
     }
 }
 
-/// The knob called `name`; the table is static, so a missing name is a bug caught by the tests.
-pub fn knob(name: &str) -> &'static Knob {
-    KNOBS
-        .iter()
-        .find(|k| k.name == name)
-        .unwrap_or_else(|| panic!("no knob called {name}"))
+/// The knob `id` names.
+pub fn knob(id: KnobId) -> &'static Knob {
+    &KNOBS[id as usize]
+}
+
+/// The knob called `name` (its `Settings` field name), for names that come from outside the
+/// code: the page's what-if controls.
+pub fn by_name(name: &str) -> Option<&'static Knob> {
+    KNOBS.iter().find(|k| k.name == name)
+}
+
+#[cfg(test)]
+mod ids {
+    use super::*;
+
+    #[test]
+    fn every_id_is_its_own_row() {
+        for (i, k) in KNOBS.iter().enumerate() {
+            assert_eq!(k.id as usize, i, "{}", k.name);
+            assert!(std::ptr::eq(knob(k.id), k));
+        }
+    }
 }

@@ -20,7 +20,7 @@ use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, OrderSpace, Re
 use crate::model::ModelParams;
 use crate::sim::replay::{KeyPolicy, SimConfig};
 use crate::traffic::{Arrivals, Head, LoadProfile, Tail};
-use knobs::{KNOBS, Raw, Value, knob};
+use knobs::{KNOBS, KnobId as K, Raw, Value, knob};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -29,9 +29,9 @@ use std::time::Duration;
 /// A knob whose value was refused. `knob` names the row; flags and files turn it into the
 /// flag or the `file:line:field` the user wrote.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{}: {message}", knob(knob_name).flag)]
+#[error("{}: {message}", knobs::knob(*knob).flag)]
 pub struct SettingsError {
-    pub knob_name: &'static str,
+    pub knob: K,
     /// A file field more precise than the knob's own (e.g. `traffic.rush` for the whole rush).
     pub field: Option<&'static str>,
     pub message: String,
@@ -40,9 +40,9 @@ pub struct SettingsError {
 }
 
 impl SettingsError {
-    fn new(knob_name: &'static str, message: String) -> Self {
+    fn new(knob: K, message: String) -> Self {
         SettingsError {
-            knob_name,
+            knob,
             field: None,
             message,
             unreadable: false,
@@ -50,97 +50,99 @@ impl SettingsError {
     }
 }
 
-/// Checked values by knob name, and whether each was given (rather than defaulted).
+/// Checked values by knob, and whether each was given (rather than defaulted).
 #[derive(Debug, Clone, Default)]
 pub struct Values {
-    values: BTreeMap<&'static str, (Value, bool)>,
+    values: BTreeMap<K, (Value, bool)>,
 }
 
 impl Values {
     /// Checks every raw value and fills every default from the table: the one validator.
-    /// `raw` yields the values given, by knob name.
-    pub fn check(
-        raw: impl IntoIterator<Item = (&'static str, Raw)>,
-    ) -> Result<Values, SettingsError> {
+    /// `raw` yields the values given, by knob.
+    pub fn check(raw: impl IntoIterator<Item = (K, Raw)>) -> Result<Values, SettingsError> {
         let mut values = BTreeMap::new();
-        for (name, r) in raw {
-            let k = knob(name);
+        for (id, r) in raw {
+            let k = knob(id);
             let v = k.check(&r).map_err(|refusal| SettingsError {
-                knob_name: k.name,
+                knob: id,
                 field: None,
                 message: refusal.message,
                 unreadable: refusal.unreadable,
             })?;
-            values.insert(k.name, (v, true));
+            values.insert(id, (v, true));
         }
         for k in KNOBS {
-            if values.contains_key(k.name) {
+            if values.contains_key(&k.id) {
                 continue;
             }
             if let Some(d) = k.default {
                 let v = k
                     .check(&Raw::Text(d.to_string()))
                     .unwrap_or_else(|r| panic!("the default of {} is refused: {r:?}", k.name));
-                values.insert(k.name, (v, false));
+                values.insert(k.id, (v, false));
             }
         }
         Ok(Values { values })
     }
 
-    fn get(&self, name: &str) -> Option<&Value> {
-        self.values.get(name).map(|(v, _)| v)
+    fn get(&self, id: K) -> Option<&Value> {
+        self.values.get(&id).map(|(v, _)| v)
     }
 
-    fn given(&self, name: &str) -> bool {
-        self.values.get(name).is_some_and(|(_, g)| *g)
+    fn given(&self, id: K) -> bool {
+        self.values.get(&id).is_some_and(|(_, g)| *g)
     }
 
-    fn duration(&self, name: &str) -> Option<Duration> {
-        match self.get(name)? {
+    fn duration(&self, id: K) -> Option<Duration> {
+        match self.get(id)? {
             Value::Duration(d) => Some(*d),
             _ => None,
         }
     }
 
-    fn number(&self, name: &str) -> Option<f64> {
-        match self.get(name)? {
+    fn number(&self, id: K) -> Option<f64> {
+        match self.get(id)? {
             Value::Number(v) => Some(*v),
             _ => None,
         }
     }
 
-    fn switch(&self, name: &str) -> bool {
-        matches!(self.get(name), Some(Value::Switch(true)))
+    fn switch(&self, id: K) -> bool {
+        matches!(self.get(id), Some(Value::Switch(true)))
     }
 
-    fn count(&self, name: &str) -> Option<u64> {
-        match self.get(name)? {
+    fn count(&self, id: K) -> Option<u64> {
+        match self.get(id)? {
             Value::Count(v) => Some(*v),
             _ => None,
         }
     }
 
-    fn choice<T: serde::de::DeserializeOwned>(&self, name: &str) -> T {
-        let word = match self.get(name) {
+    fn choice<T: serde::de::DeserializeOwned>(&self, id: K) -> T {
+        let word = match self.get(id) {
             Some(Value::Choice(w)) => *w,
-            other => panic!("{name}: not a choice: {other:?}"),
+            other => panic!("{}: not a choice: {other:?}", knob(id).name),
         };
-        serde_json::from_value(serde_json::Value::String(word.to_string()))
-            .unwrap_or_else(|e| panic!("{name}: the table's `{word}` is not a variant: {e}"))
+        serde_json::from_value(serde_json::Value::String(word.to_string())).unwrap_or_else(|e| {
+            panic!(
+                "{}: the table's `{word}` is not a variant: {e}",
+                knob(id).name
+            )
+        })
     }
 
     /// Knobs that always have a default: the table guarantees them.
-    fn req_duration(&self, name: &str) -> Duration {
-        self.duration(name)
-            .unwrap_or_else(|| panic!("{name} has no default"))
+    fn req_duration(&self, id: K) -> Duration {
+        self.duration(id)
+            .unwrap_or_else(|| panic!("{} has no default", knob(id).name))
     }
-    fn req_number(&self, name: &str) -> f64 {
-        self.number(name)
-            .unwrap_or_else(|| panic!("{name} has no default"))
+    fn req_number(&self, id: K) -> f64 {
+        self.number(id)
+            .unwrap_or_else(|| panic!("{} has no default", knob(id).name))
     }
-    fn req_count(&self, name: &str) -> u64 {
-        self.count(name)
-            .unwrap_or_else(|| panic!("{name} has no default"))
+    fn req_count(&self, id: K) -> u64 {
+        self.count(id)
+            .unwrap_or_else(|| panic!("{} has no default", knob(id).name))
     }
 }
 
@@ -184,7 +186,7 @@ pub enum SweeperChoice {
     Partitions,
 }
 
-/// A daily rush on top of the base rate: the seed's pre-holiday packing rush.
+/// A daily rush in place of the base rate for part of each day: the seed's pre-holiday packing rush.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct Rush {
     pub rate_per_s: f64,
@@ -239,6 +241,43 @@ pub struct Retry {
     pub fitted: Option<crate::traffic::RetrySpec>,
     pub head: Head,
     pub tail: Tail,
+}
+
+/// One budget of `[budgets]`, by the name its field, flag and JSON share.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Budget {
+    MaxStoreGb,
+    MaxDuplicatesPerDay,
+    MaxCostPerDay,
+    MaxStoreGrowth,
+}
+
+impl Budget {
+    /// The field's name, as in the scenario file and `summary.json`.
+    pub fn name(self) -> &'static str {
+        knob(self.knob()).name
+    }
+
+    /// The knob that sets it.
+    pub fn knob(self) -> K {
+        match self {
+            Budget::MaxStoreGb => K::MaxStoreGb,
+            Budget::MaxDuplicatesPerDay => K::MaxDuplicatesPerDay,
+            Budget::MaxCostPerDay => K::MaxCostPerDay,
+            Budget::MaxStoreGrowth => K::MaxStoreGrowth,
+        }
+    }
+
+    /// The unit the limit and the checked figure are in.
+    pub fn unit(self) -> &'static str {
+        match self {
+            Budget::MaxStoreGb => "GB",
+            Budget::MaxDuplicatesPerDay => "labels/day",
+            Budget::MaxCostPerDay => "USD/day",
+            Budget::MaxStoreGrowth => "fraction",
+        }
+    }
 }
 
 /// Limits on the simulated figures. Each applies to every retention the scenario runs.
@@ -315,13 +354,13 @@ fn to_u32(v: u64) -> u32 {
 impl Settings {
     /// Builds the settings from checked values and checks what one value alone cannot.
     pub fn from_values(v: &Values) -> Result<Settings, SettingsError> {
-        let rate_per_s = v.req_number("rate_per_s");
-        let rush = v.number("rush_rate_per_s").map(|rate| Rush {
+        let rate_per_s = v.req_number(K::RatePerS);
+        let rush = v.number(K::RushRatePerS).map(|rate| Rush {
             rate_per_s: rate,
-            start_s: v.req_duration("rush_start").as_secs_f64(),
-            duration_s: v.req_duration("rush_duration").as_secs_f64(),
+            start_s: v.req_duration(K::RushStart).as_secs_f64(),
+            duration_s: v.req_duration(K::RushDuration).as_secs_f64(),
         });
-        let retentions: Vec<Duration> = match v.get("retention") {
+        let retentions: Vec<Duration> = match v.get(K::Retention) {
             Some(Value::List(items)) => items
                 .iter()
                 .filter_map(|i| match i {
@@ -331,16 +370,16 @@ impl Settings {
                 .collect(),
             _ => Vec::new(),
         };
-        let latency = match v.duration("carrier_latency") {
+        let latency = match v.duration(K::CarrierLatency) {
             Some(d) => Latency::Fixed { ms: ms(d) },
             None => {
-                let median = v.req_duration("carrier_latency_median");
-                let p99 = v.req_duration("carrier_latency_p99");
+                let median = v.req_duration(K::CarrierLatencyMedian);
+                let p99 = v.req_duration(K::CarrierLatencyP99);
                 if p99 < median {
                     return Err(SettingsError {
                         field: Some("carrier.latency"),
                         ..SettingsError::new(
-                            "carrier_latency_p99",
+                            K::CarrierLatencyP99,
                             format!(
                                 "the 99th percentile ({}) is below the median ({})",
                                 duration::format_secs(p99.as_secs_f64()),
@@ -355,84 +394,84 @@ impl Settings {
                 }
             }
         };
-        let head = match v.choice::<String>("retry_head").as_str() {
+        let head = match v.choice::<String>(K::RetryHead).as_str() {
             "at_first_point" => Head::AtFirstPoint,
             _ => Head::LogUniform {
-                min_delay_s: v.req_duration("retry_min_delay").as_secs_f64(),
+                min_delay_s: v.req_duration(K::RetryMinDelay).as_secs_f64(),
             },
         };
-        let max_horizon_s = v.req_duration("retry_horizon").as_secs_f64();
-        let tail = match v.choice::<String>("retry_tail").as_str() {
+        let max_horizon_s = v.req_duration(K::RetryHorizon).as_secs_f64();
+        let tail = match v.choice::<String>(K::RetryTail).as_str() {
             "at_horizon" => Tail::AtHorizon { max_horizon_s },
             _ => Tail::LogLinear { max_horizon_s },
         };
-        let size = |name: &str| match v.get(name) {
+        let size = |id: K| match v.get(id) {
             Some(Value::Size(d)) => d.clone(),
-            _ => unreachable!("{name} has a default"),
+            _ => unreachable!("{} has a default", knob(id).name),
         };
         let payload = crate::payload::PayloadSizes {
-            key_bytes: size("key_bytes"),
-            response_bytes: size("response_bytes"),
+            key_bytes: size(K::KeyBytes),
+            response_bytes: size(K::ResponseBytes),
         };
         let s = Settings {
-            seed: v.req_count("seed"),
+            seed: v.req_count(K::Seed),
             traffic: Traffic {
                 rate_per_s,
                 rush,
-                arrival_s: v.duration("arrival").map(|d| d.as_secs_f64()),
-                sample: v.number("sample"),
-                target_intents: v.req_number("target_intents"),
-                replicates: to_u32(v.req_count("replicates")),
-                timeout_fraction: v.req_number("timeout_fraction"),
-                network_loss_fraction: v.number("network_loss_fraction"),
-                done_fraction: v.req_number("done_fraction"),
-                key_policy: v.choice("key_policy"),
-                callers: to_u32(v.req_count("callers")),
-                crash_fraction: v.req_number("crash_fraction"),
-                crash_point: v.choice("crash_point"),
-                max_attempts: to_u32(v.req_count("max_attempts")),
-                deadline_ms: ms(v.req_duration("deadline")),
-                backoff_base_ms: ms(v.req_duration("backoff_base")),
-                backoff_cap_ms: ms(v.req_duration("backoff_cap")),
-                sweep_period_s: v.req_duration("sweep_period").as_secs_f64(),
-                sweep_batch: to_u32(v.req_count("sweep_batch")),
-                sweeper: v.choice("sweeper"),
-                partition_period_s: v.duration("partition_period").map(|d| d.as_secs_f64()),
-                series_points: to_u32(v.req_count("series_points")),
-                request_log: match v.get("request_log") {
+                arrival_s: v.duration(K::Arrival).map(|d| d.as_secs_f64()),
+                sample: v.number(K::Sample),
+                target_intents: v.req_number(K::TargetIntents),
+                replicates: to_u32(v.req_count(K::Replicates)),
+                timeout_fraction: v.req_number(K::TimeoutFraction),
+                network_loss_fraction: v.number(K::NetworkLossFraction),
+                done_fraction: v.req_number(K::DoneFraction),
+                key_policy: v.choice(K::KeyPolicy),
+                callers: to_u32(v.req_count(K::Callers)),
+                crash_fraction: v.req_number(K::CrashFraction),
+                crash_point: v.choice(K::CrashPoint),
+                max_attempts: to_u32(v.req_count(K::MaxAttempts)),
+                deadline_ms: ms(v.req_duration(K::Deadline)),
+                backoff_base_ms: ms(v.req_duration(K::BackoffBase)),
+                backoff_cap_ms: ms(v.req_duration(K::BackoffCap)),
+                sweep_period_s: v.req_duration(K::SweepPeriod).as_secs_f64(),
+                sweep_batch: to_u32(v.req_count(K::SweepBatch)),
+                sweeper: v.choice(K::Sweeper),
+                partition_period_s: v.duration(K::PartitionPeriod).map(|d| d.as_secs_f64()),
+                series_points: to_u32(v.req_count(K::SeriesPoints)),
+                request_log: match v.get(K::RequestLog) {
                     Some(Value::Path(p)) => Some(p.clone()),
                     _ => None,
                 },
             },
             engine: Engine {
                 retentions_s: retentions.iter().map(Duration::as_secs_f64).collect(),
-                lease_ms: ms(v.req_duration("lease")),
-                carrier_timeout_ms: ms(v.req_duration("carrier_timeout")),
-                key_scope: v.choice("key_scope"),
-                order_space: v.choice("order_space"),
-                record_placement: v.choice("record_placement"),
-                carrier_key: v.choice("carrier_key"),
+                lease_ms: ms(v.req_duration(K::Lease)),
+                carrier_timeout_ms: ms(v.req_duration(K::CarrierTimeout)),
+                key_scope: v.choice(K::KeyScope),
+                order_space: v.choice(K::OrderSpace),
+                record_placement: v.choice(K::RecordPlacement),
+                carrier_key: v.choice(K::CarrierKey),
                 payload: payload.clone(),
             },
             carrier: Carrier {
                 latency,
-                window_ms: ms(v.req_duration("carrier_window")),
-                price_usd: v.req_number("label_price_usd"),
-                hang_fraction: v.req_number("hang_fraction"),
-                error_fraction: v.req_number("error_fraction"),
+                window_ms: ms(v.req_duration(K::CarrierWindow)),
+                price_usd: v.req_number(K::LabelPriceUsd),
+                hang_fraction: v.req_number(K::HangFraction),
+                error_fraction: v.req_number(K::ErrorFraction),
             },
             model: Model {
-                peak_rate_per_s: v.req_number("peak_rate_per_s"),
+                peak_rate_per_s: v.req_number(K::PeakRatePerS),
                 bytes_per_record: v
-                    .number("bytes_per_record")
+                    .number(K::BytesPerRecord)
                     .unwrap_or_else(|| payload.record_bytes()),
-                replicas: v.req_number("replicas"),
-                storage_usd_per_gb_month: v.req_number("storage_usd_per_gb_month"),
-                memory_usd_per_gb_month: v.req_number("memory_usd_per_gb_month"),
-                unlabelled_parcel_usd: v.req_number("unlabelled_parcel_usd"),
+                replicas: v.req_number(K::Replicas),
+                storage_usd_per_gb_month: v.req_number(K::StorageUsdPerGbMonth),
+                memory_usd_per_gb_month: v.req_number(K::MemoryUsdPerGbMonth),
+                unlabelled_parcel_usd: v.req_number(K::UnlabelledParcelUsd),
             },
             retry: Retry {
-                cdf: match v.get("retry_cdf") {
+                cdf: match v.get(K::RetryCdf) {
                     Some(Value::Path(p)) => Some(p.clone()),
                     _ => None,
                 },
@@ -441,11 +480,11 @@ impl Settings {
                 tail,
             },
             budgets: Budgets {
-                max_store_gb: v.number("max_store_gb"),
-                max_duplicates_per_day: v.number("max_duplicates_per_day"),
-                max_cost_per_day: v.number("max_cost_per_day"),
-                max_store_growth: v.number("max_store_growth"),
-                without_carrier_window: v.switch("without_carrier_window"),
+                max_store_gb: v.number(K::MaxStoreGb),
+                max_duplicates_per_day: v.number(K::MaxDuplicatesPerDay),
+                max_cost_per_day: v.number(K::MaxCostPerDay),
+                max_store_growth: v.number(K::MaxStoreGrowth),
+                without_carrier_window: v.switch(K::WithoutCarrierWindow),
             },
         };
         s.cross_check(v)
@@ -455,25 +494,51 @@ impl Settings {
     fn cross_check(mut self, v: &Values) -> Result<Settings, SettingsError> {
         let arrivals = self.arrivals().map_err(|e| SettingsError {
             field: Some("traffic.rush"),
-            ..SettingsError::new("rush_rate_per_s", e)
+            ..SettingsError::new(K::RushRatePerS, e)
         })?;
         let traffic_peak = match &arrivals {
             Arrivals::Profile(p) => p.peak_rate_per_s(),
             Arrivals::Constant { rate_per_s } => *rate_per_s,
         };
         let mean = arrivals.mean_rate_per_s();
-        if v.given("peak_rate_per_s") && self.model.peak_rate_per_s < mean {
+        if v.given(K::PeakRatePerS) && self.model.peak_rate_per_s < mean {
             return Err(SettingsError::new(
-                "peak_rate_per_s",
+                K::PeakRatePerS,
                 format!(
                     "{} is below the average rate ({}); the peak cannot be below the average --rate",
                     self.model.peak_rate_per_s, mean
                 ),
             ));
         }
-        if v.given("partition_period") && self.traffic.sweeper != SweeperChoice::Partitions {
+        // The engine's clock ticks in milliseconds: a shorter retention rounds to none.
+        if let Some(r) = self.engine.retentions_s.iter().find(|r| **r < 1e-3) {
             return Err(SettingsError::new(
-                "partition_period",
+                K::Retention,
+                format!(
+                    "{} is shorter than a millisecond, the engine's clock tick; give at least 1ms",
+                    duration::format_secs(*r)
+                ),
+            ));
+        }
+        if self.traffic.sample == Some(0.0) {
+            return Err(SettingsError::new(
+                K::Sample,
+                "0 replays nothing; give a share above 0, e.g. 0.01".to_string(),
+            ));
+        }
+        let network_ms = crate::sim::replay::SEED_NETWORK_MS;
+        if self.traffic.deadline_ms <= 2 * network_ms {
+            return Err(SettingsError::new(
+                K::Deadline,
+                format!(
+                    "{} ms leaves no time after the network's two legs of {network_ms} ms",
+                    self.traffic.deadline_ms
+                ),
+            ));
+        }
+        if v.given(K::PartitionPeriod) && self.traffic.sweeper != SweeperChoice::Partitions {
+            return Err(SettingsError::new(
+                K::PartitionPeriod,
                 "sets the range of a partition, so it needs --sweeper partitions".to_string(),
             ));
         }
@@ -485,7 +550,7 @@ impl Settings {
             let days = arrival_s / day;
             if (days - days.round()).abs() > 1e-9 {
                 return Err(SettingsError::new(
-                    "arrival",
+                    K::Arrival,
                     format!(
                         "{} is not a whole number of days, and a daily rush needs whole days so that every hour of the day is simulated equally often; give {} (or leave it out: the default is whole days)",
                         duration::format_secs(arrival_s),
@@ -499,12 +564,12 @@ impl Settings {
         for cfg in self.sim_configs() {
             if cfg.arrival_s() > knobs::MAX_SIMULATED_S {
                 return Err(SettingsError::new(
-                    "retention",
+                    K::Retention,
                     format!(
                         "{} gives {} of simulated arrivals, longer than the 90d limit; set {}",
                         duration::format_secs(cfg.retention_s()),
                         duration::format_secs(cfg.arrival_s().round()),
-                        knob("arrival").flag,
+                        knob(K::Arrival).flag,
                     ),
                 ));
             }

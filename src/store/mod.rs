@@ -563,8 +563,7 @@ impl StorePool {
             StoreSpec::Redis { url, prefix } => {
                 // Named by the prefix, so the same spec finds the same labels again.
                 let prefix = prefix.unwrap_or_else(|| "idemcalc".to_string());
-                let labels_path =
-                    std::env::temp_dir().join(format!("idemcalc-redis-{prefix}-labels.sqlite"));
+                let labels_path = redis::named_labels_path(&prefix)?;
                 let first = RedisStore::open_with(&url, &prefix, &labels_path, &options.sqlite)?;
                 Ok(StorePool::Redis {
                     url,

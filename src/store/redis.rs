@@ -164,6 +164,55 @@ return names
     )
 });
 
+/// Where a named prefix's labels live between runs, so the same prefix finds them again:
+/// `TMPDIR/idemcalc-UID/redis-PREFIX-labels.sqlite`. Never at a predictable name in the shared
+/// temporary directory itself, where another user could plant a link at it (the label file and
+/// its lock file would then write through the link): the directory is this user's own, mode
+/// 0700, and is refused if it is a link, another user's, or open to others.
+pub fn named_labels_path(prefix: &str) -> Result<PathBuf, StoreError> {
+    use std::os::unix::fs::{DirBuilderExt as _, MetadataExt as _, PermissionsExt as _};
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    let path = named_labels_location(&std::env::temp_dir(), prefix);
+    let dir = path.parent().expect("a file in a directory").to_path_buf();
+    let fail = |message: String| StoreError::Open {
+        location: dir.display().to_string(),
+        message,
+    };
+    match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+        Err(e) => return Err(fail(format!("cannot create the private directory: {e}"))),
+    }
+    let meta = std::fs::symlink_metadata(&dir)
+        .map_err(|e| fail(format!("cannot read the private directory: {e}")))?;
+    if !meta.is_dir() || meta.uid() != uid || meta.permissions().mode() & 0o077 != 0 {
+        return Err(fail(format!(
+            "refusing a private directory that is {}; remove it, or set TMPDIR to another directory",
+            if !meta.is_dir() {
+                "not a directory (a link?)".to_string()
+            } else if meta.uid() != uid {
+                format!("owned by user {} (this is user {uid})", meta.uid())
+            } else {
+                format!(
+                    "open to others (mode {:o})",
+                    meta.permissions().mode() & 0o777
+                )
+            }
+        )));
+    }
+    Ok(path)
+}
+
+/// The path [`named_labels_path`] gives under the temporary directory `temp`, without making
+/// or checking anything (for a test that runs idemcalc with its own `TMPDIR`).
+pub fn named_labels_location(temp: &Path, prefix: &str) -> PathBuf {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::getuid() };
+    temp.join(format!("idemcalc-{uid}"))
+        .join(format!("redis-{prefix}-labels.sqlite"))
+}
+
 impl RedisStore {
     /// Connects to `url` (`redis://HOST:PORT[/DB]`), keeping records under `prefix` and labels
     /// in the SQLite file at `labels_path` (created if needed).

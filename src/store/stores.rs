@@ -322,7 +322,7 @@ impl Stores {
             }
             StoreSpec::Redis { url, prefix } => {
                 let name = self.schema_or_prefix(prefix.as_deref(), slot);
-                let labels_path = self.labels_path(&name);
+                let labels_path = self.labels_path(&name)?;
                 let first = RedisStore::open_with(url, &name, &labels_path, &sqlite)?;
                 if prefix.is_none() {
                     self.remember(Scratch::Prefix(url.clone(), name.clone()));
@@ -417,7 +417,7 @@ impl Stores {
                         "delete its keys or name another with ?prefix=NAME".into(),
                     ));
                 }
-                let labels = self.labels_path(&name);
+                let labels = self.labels_path(&name)?;
                 if labels.exists() {
                     return Err(exists(
                         labels.display().to_string(),
@@ -434,13 +434,13 @@ impl Stores {
         format!("{}{}", named.unwrap_or(&self.scratch_base), slot.suffix())
     }
 
-    /// Where a Redis prefix's labels go.
-    fn labels_path(&self, prefix: &str) -> PathBuf {
-        let dir = self
-            .tmp
-            .as_ref()
-            .map_or_else(std::env::temp_dir, |t| t.path().to_path_buf());
-        dir.join(format!("{prefix}-labels.sqlite"))
+    /// Where a Redis prefix's labels go: a scratch prefix's with the run's temporary directory,
+    /// a named one's where the same prefix finds them again.
+    fn labels_path(&self, prefix: &str) -> Result<PathBuf, StoreError> {
+        match &self.tmp {
+            Some(t) => Ok(t.path().join(format!("{prefix}-labels.sqlite"))),
+            None => super::redis::named_labels_path(prefix),
+        }
     }
 
     fn remember(&self, scratch: Scratch) {

@@ -49,8 +49,8 @@ pub(super) struct DecisionView {
     met: bool,
     cards: Vec<Card>,
     notes: Vec<String>,
-    optimum: String,
-    optimum_is_assumption: bool,
+    cheapest: String,
+    cheapest_is_assumption: bool,
 }
 
 /// The headline decision's card, when a sizing scenario was decided.
@@ -90,8 +90,8 @@ fn decision_view(scenario: &ScenarioResult, r: &Recommendation) -> DecisionView 
         met,
         cards,
         notes: r.notes.clone(),
-        optimum: optimum(r),
-        optimum_is_assumption: r.cheapest_is_assumption,
+        cheapest: cheapest(r),
+        cheapest_is_assumption: r.cheapest_is_assumption,
     }
 }
 
@@ -187,8 +187,8 @@ fn cost_card(r: &Recommendation, c: &Choice) -> Card {
     }
 }
 
-/// The cost optimum under the card, flagged when it only repeats the distribution's horizon.
-fn optimum(r: &Recommendation) -> String {
+/// The cheapest retention under the card, flagged when it only repeats the distribution's horizon.
+fn cheapest(r: &Recommendation) -> String {
     let o = &r.cheapest;
     format!(
         "Cheapest retention: {} at {} ({} real duplicates, {} per copy){}",

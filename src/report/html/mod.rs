@@ -244,11 +244,18 @@ fn secs(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::vocabulary::budget_value;
+    use crate::settings::Budget;
 
     #[test]
     fn budget_values_read_in_their_unit() {
-        assert_eq!(budget_value("max_store_gb", 17.69472), "17.7 GB");
-        assert_eq!(budget_value("max_duplicates_per_day", 20.736), "20.7/day");
-        assert_eq!(budget_value("max_cost_per_day", 124_416.0), "$124,416/day");
+        assert_eq!(budget_value(Budget::MaxStoreGb, 17.69472), "17.7 GB");
+        assert_eq!(
+            budget_value(Budget::MaxDuplicatesPerDay, 20.736),
+            "20.7/day"
+        );
+        assert_eq!(
+            budget_value(Budget::MaxCostPerDay, 124_416.0),
+            "$124,416/day"
+        );
     }
 }

@@ -21,7 +21,7 @@ struct FigureView {
 
 #[derive(Debug, Clone, Serialize)]
 struct VerdictView {
-    budget: &'static str,
+    budget: crate::settings::Budget,
     label: &'static str,
     estimate: String,
     interval: String,

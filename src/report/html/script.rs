@@ -96,9 +96,7 @@ fn control_range(control: &str) -> (f64, f64) {
         "carrier_window_s" => "carrier_window",
         other => other,
     };
-    crate::settings::knobs::KNOBS
-        .iter()
-        .find(|k| k.name == knob)
+    crate::settings::knobs::by_name(knob)
         .and_then(|k| k.numeric_range())
         .unwrap_or((0.0, f64::MAX))
 }

@@ -176,7 +176,7 @@ pub(super) const COST_BUDGET: &str = "max_cost_per_day";
 /// The value at which a budget control means "no budget", if the control is a budget.
 pub(super) fn no_budget(name: &str) -> Option<f64> {
     match name {
-        STORE_BUDGET | COST_BUDGET => crate::settings::knobs::knob(name)
+        STORE_BUDGET | COST_BUDGET => crate::settings::knobs::by_name(name)?
             .numeric_range()
             .map(|(_, max)| max),
         _ => None,

@@ -319,18 +319,20 @@ impl SimConfig {
         c
     }
 
-    /// Refuses impossible parameters before any work starts, naming the parameter.
+    /// Refuses impossible parameters before any work starts, naming the `SimConfig` field. The
+    /// command line's values were checked against the knob table already (`settings`), so this
+    /// guards only a `SimConfig` a library user built by hand; it names fields, not flags.
     pub fn validate(&self) -> Result<(), SimError> {
         let frac = |v: f64| (0.0..=1.0).contains(&v);
         if !(self.rate_per_s > 0.0 && self.rate_per_s.is_finite()) {
             return Err(invalid(
-                "--rate",
+                "rate_per_s",
                 format!("{} is not a positive rate", self.rate_per_s),
             ));
         }
         if !frac(self.timeout_fraction) {
             return Err(invalid(
-                "--timeout-fraction",
+                "timeout_fraction",
                 "must be a fraction between 0 and 1",
             ));
         }
@@ -338,13 +340,13 @@ impl SimConfig {
             && !frac(l)
         {
             return Err(invalid(
-                "--network-loss",
+                "network_loss_fraction",
                 "must be a fraction between 0 and 1",
             ));
         }
         if self.network_ms < 0 || self.deadline_ms <= 2 * self.network_ms {
             return Err(invalid(
-                "--deadline",
+                "deadline_ms",
                 format!(
                     "{} ms leaves no time after the network's two legs of {} ms",
                     self.deadline_ms, self.network_ms
@@ -353,40 +355,40 @@ impl SimConfig {
         }
         if !frac(self.done_fraction) {
             return Err(invalid(
-                "--done-fraction",
+                "done_fraction",
                 "must be a fraction between 0 and 1",
             ));
         }
         if !frac(self.crash_fraction) {
             return Err(invalid(
-                "--crash-rate",
+                "crash_fraction",
                 "must be a fraction between 0 and 1",
             ));
         }
         if let Some(s) = self.sample
             && !(s > 0.0 && s <= 1.0)
         {
-            return Err(invalid("--sample", format!("{s} is outside (0, 1]")));
+            return Err(invalid("sample", format!("{s} is outside (0, 1]")));
         }
         if self.engine.retention_ms <= 0 {
-            return Err(invalid("--retention", "must be longer than zero"));
+            return Err(invalid("engine.retention_ms", "must be longer than zero"));
         }
         if let Some(a) = self.arrival_s
             && (a.is_nan() || a <= 0.0)
         {
-            return Err(invalid("--duration", "must be longer than zero"));
+            return Err(invalid("arrival_s", "must be longer than zero"));
         }
         if self.max_attempts == 0 {
-            return Err(invalid("--max-attempts", "must be at least 1"));
+            return Err(invalid("max_attempts", "must be at least 1"));
         }
         if self.sweep_batch == 0 || self.sweep_period_s.is_nan() || self.sweep_period_s <= 0.0 {
             return Err(invalid(
-                "--sweep-batch",
+                "sweep_batch",
                 "the sweeper needs a batch and a period above zero",
             ));
         }
         if self.callers == 0 {
-            return Err(invalid("--callers", "must be at least 1"));
+            return Err(invalid("callers", "must be at least 1"));
         }
         Ok(())
     }

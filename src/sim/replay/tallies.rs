@@ -20,6 +20,17 @@ pub struct Figure {
     pub analytic: f64,
 }
 
+impl Figure {
+    /// The measured value and its interval, without the model's.
+    pub fn interval(&self) -> crate::stats::Interval {
+        crate::stats::Interval {
+            estimate: self.estimate,
+            ci95_low: self.ci95_low,
+            ci95_high: self.ci95_high,
+        }
+    }
+}
+
 /// Weighted event counts: Σw and Σw², and the raw count, per quantity.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Tally {
