@@ -28,7 +28,7 @@ fn options(dialect: Dialect) -> SqlOptions {
         source: table_source("logs.requests", dialect),
         columns: Columns::default(),
         time_unit: None,
-        absent: Vec::new(),
+        optional: OptionalColumn::ALL.to_vec(),
     }
 }
 
@@ -50,12 +50,7 @@ fn every_dialects_query_parses() {
                 o.columns.key = "Idempotency-Key".into();
             }
             if variant == 2 {
-                o.absent = vec![
-                    OptionalColumn::Caller,
-                    OptionalColumn::Status,
-                    OptionalColumn::Replayed,
-                    OptionalColumn::Weight,
-                ];
+                o.optional = vec![OptionalColumn::ResponseBytes];
             }
             let sql = emit_sql(&o).unwrap();
             let parsed = Parser::parse_sql(parser.as_ref(), &sql)
@@ -200,7 +195,7 @@ fn round_trip(url: &str, log: &Path, dir: &Path) {
     let mut o = options(Dialect::Postgres);
     o.source = table_source(&table, Dialect::Postgres);
     if weight.is_empty() {
-        o.absent.push(OptionalColumn::Weight);
+        o.optional.retain(|c| *c != OptionalColumn::Weight);
     }
     let query = dir.join("query.sql");
     std::fs::write(&query, emit_sql(&o).unwrap()).unwrap();
@@ -529,7 +524,11 @@ fn sqlglot_parses_each_dialects_query_in_that_dialect() {
                 o.source = table_source(quoted_table, d);
             }
             if variant == 2 {
-                o.absent = vec![OptionalColumn::Caller, OptionalColumn::Weight];
+                o.optional = vec![
+                    OptionalColumn::Status,
+                    OptionalColumn::ResponseBytes,
+                    OptionalColumn::Replayed,
+                ];
             }
             let file = dir.path().join(format!("{name}-{variant}.sql"));
             std::fs::write(&file, emit_sql(&o).unwrap()).unwrap();
@@ -549,6 +548,9 @@ fn sqlglot_parses_each_dialects_query_in_that_dialect() {
     assert!(err.contains("DISTINCT or ALL"), "{err}");
 }
 
+/// The example log's header: the table the emitted queries run on has these columns.
+const EXAMPLE_COLUMNS: &str = "time,caller,idempotency_key,status,response_bytes,replayed,weight";
+
 fn example_log() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/logs/example-requests.csv")
 }
@@ -557,6 +559,7 @@ fn example_log() -> PathBuf {
 fn emit(dialect: &str, args: &[&str]) -> Result<String, (Option<i32>, String)> {
     let out = Command::new(BIN)
         .args(["fit", "--emit-sql", dialect, "--time-unit", "s"])
+        .args(["--columns", EXAMPLE_COLUMNS])
         .args(args)
         .output()
         .unwrap();
@@ -923,4 +926,133 @@ fn impossible_aggregates_are_refused_naming_row_and_field() {
         }
     }
     assert!(accepted.is_empty(), "{}", accepted.join("\n"));
+}
+
+/// Issue 36, item 3: a gateway log with only a time and a key. The query reads the columns the
+/// user named and no others (`weight` made PostgreSQL answer `column "weight" does not exist`),
+/// says in its comment which it reads, and its result fits: 4 keys over 3 s, one repeated, so
+/// a rate of 4/3 per second (every key's first request between 0 s and 3 s) and no timeouts
+/// (without a status, every request was answered).
+#[test]
+fn issue_36_item_3_emit_sql_runs_on_a_table_with_only_ts_and_k() {
+    let Some(url) = pg_url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let schema = format!(
+        "fit_tk_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let table = format!("{schema}.t");
+    psql(
+        &url,
+        &[
+            "-c",
+            &format!(
+                "CREATE SCHEMA {schema}; CREATE TABLE {table} (ts timestamptz, k text); \
+                 INSERT INTO {table} VALUES ('2026-01-01T00:00:00Z', 'a'), \
+                 ('2026-01-01T00:00:01Z', 'b'), ('2026-01-01T00:00:02Z', 'c'), \
+                 ('2026-01-01T00:00:03Z', 'd'), ('2026-01-01T00:00:10Z', 'a')"
+            ),
+        ],
+    );
+    let out = Command::new(BIN)
+        .args(["fit", "--emit-sql", "postgres", "--table", &table])
+        .args(["--time-column", "ts", "--key-column", "k"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let query = String::from_utf8(out.stdout).unwrap();
+    let query_file = dir.path().join("query.sql");
+    std::fs::write(&query_file, &query).unwrap();
+    let result = dir.path().join("result.csv");
+    let ran = std::panic::catch_unwind(|| {
+        psql(
+            &url,
+            &[
+                "--csv",
+                "-f",
+                query_file.to_str().unwrap(),
+                "-o",
+                result.to_str().unwrap(),
+            ],
+        )
+    });
+    psql(&url, &["-c", &format!("DROP SCHEMA {schema} CASCADE")]);
+    ran.unwrap();
+    assert!(
+        query.contains("-- Reads the columns ts (time), k (key).\n"),
+        "{query}"
+    );
+    assert!(
+        query.contains("-- Does not read caller (one caller), status (every request answered"),
+        "{query}"
+    );
+    let f = fit_json(&["--aggregates", result.to_str().unwrap()]);
+    assert_eq!(f["keys"], 4, "{f:#}");
+    assert_eq!(f["retries"], 1);
+    assert!((f["rate_per_s"]["estimate"].as_f64().unwrap() - 4.0 / 3.0).abs() < 1e-9);
+    assert_eq!(f["timeout_fraction"]["estimate"], 0.0);
+}
+
+/// Issue 36, item 3: `--columns` (the table's columns, as `SELECT * … LIMIT 0` shows them) adds
+/// the optional columns it lists; `--without` takes one out again; a named column missing from
+/// the list, or a list without the time column, is refused naming the flags.
+#[test]
+fn issue_36_item_3_columns_lists_what_the_table_has() {
+    let emit_with = |args: &[&str]| {
+        Command::new(BIN)
+            .args(["fit", "--emit-sql", "postgres", "--table", "t"])
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let listed = emit_with(&["--columns", "time,idempotency_key,status,weight,extra"]);
+    let sql = String::from_utf8(listed.stdout).unwrap();
+    assert!(
+        sql.contains("-- Reads the columns time (time), idempotency_key (key), status, weight.\n"),
+        "{sql}"
+    );
+    assert!(
+        sql.contains(r#"CAST("weight" AS DOUBLE PRECISION)"#),
+        "{sql}"
+    );
+    let without = emit_with(&[
+        "--columns",
+        "time,idempotency_key,status,weight",
+        "--without",
+        "weight",
+    ]);
+    let sql = String::from_utf8(without.stdout).unwrap();
+    assert!(!sql.contains(r#""weight""#), "{sql}");
+    assert!(sql.contains("weight (each row one request)"), "{sql}");
+    // Named by its flag: read without a list.
+    let named = emit_with(&["--status-column", "code"]);
+    assert!(
+        String::from_utf8(named.stdout)
+            .unwrap()
+            .contains(r#"CAST("code" AS BIGINT)"#)
+    );
+    for (args, said) in [
+        (
+            &[
+                "--columns",
+                "time,idempotency_key",
+                "--status-column",
+                "code",
+            ][..],
+            "--status-column code: not among --columns time,idempotency_key",
+        ),
+        (
+            &["--columns", "ts,idempotency_key"][..],
+            "--columns ts,idempotency_key: no \"time\", the column --time-column names",
+        ),
+    ] {
+        let out = emit_with(args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(said), "{args:?}: {err}");
+    }
 }

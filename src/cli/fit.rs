@@ -35,7 +35,17 @@ pub struct FitArgs {
     /// The .csv, .parquet or .ndjson log DuckDB reads itself (--emit-sql duckdb only).
     #[arg(long, value_name = "PATH", requires = "emit_sql", group = "sql_source")]
     pub from_file: Option<PathBuf>,
-    /// Optional columns the table does not have (--emit-sql), comma-separated.
+    /// The table's columns (--emit-sql), comma-separated, e.g. as `SELECT * FROM t LIMIT 0`
+    /// shows them: the optional columns among them are read. Without it the query reads only
+    /// the optional columns named by their --*-column flag.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_name = "NAME",
+        requires = "emit_sql"
+    )]
+    pub columns: Option<Vec<String>>,
+    /// Optional columns not to read (--emit-sql) even when named or listed, comma-separated.
     #[arg(
         long,
         value_enum,
@@ -65,24 +75,27 @@ pub struct FitArgs {
     /// holds epoch numbers; without it the column is read as a timestamp.
     #[arg(long, value_enum)]
     pub time_unit: Option<TimeUnit>,
-    /// Column with the caller (tenant); absent means one caller.
-    #[arg(long, default_value = "caller")]
-    pub caller_column: String,
+    /// Column with the caller (tenant); absent means one caller [default: caller].
+    #[arg(long, value_name = "NAME")]
+    pub caller_column: Option<String>,
     /// Column with the idempotency key (its length is the key size).
     #[arg(long, default_value = "idempotency_key")]
     pub key_column: String,
-    /// Column with the HTTP status the caller got; 0 or empty when it heard nothing in time.
-    #[arg(long, default_value = "status")]
-    pub status_column: String,
-    /// Column with the response body's size, bytes.
-    #[arg(long, default_value = "response_bytes")]
-    pub response_bytes_column: String,
-    /// Column saying whether the answer was a replay (Idempotent-Replayed); optional.
-    #[arg(long, default_value = "replayed")]
-    pub replayed_column: String,
-    /// Column with how many requests a row stands for (sampled logs); optional, default 1.
-    #[arg(long, default_value = "weight")]
-    pub weight_column: String,
+    /// Column with the HTTP status the caller got; 0 or empty when it heard nothing in time
+    /// [default: status].
+    #[arg(long, value_name = "NAME")]
+    pub status_column: Option<String>,
+    /// Column with the response body's size, bytes [default: response_bytes].
+    #[arg(long, value_name = "NAME")]
+    pub response_bytes_column: Option<String>,
+    /// Column saying whether the answer was a replay (Idempotent-Replayed); optional
+    /// [default: replayed].
+    #[arg(long, value_name = "NAME")]
+    pub replayed_column: Option<String>,
+    /// Column with how many requests a row stands for (sampled logs); optional, each row one
+    /// request without it [default: weight].
+    #[arg(long, value_name = "NAME")]
+    pub weight_column: Option<String>,
     /// Requests held in memory before a large log is spilled to partitions in TMPDIR
     /// [default: 16777216, about 670 MB].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
@@ -93,14 +106,16 @@ pub struct FitArgs {
 }
 
 pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
+    let defaults = Columns::default();
+    let or = |named: &Option<String>, default: String| named.clone().unwrap_or(default);
     let columns = Columns {
         time: args.time_column.clone(),
-        caller: args.caller_column.clone(),
+        caller: or(&args.caller_column, defaults.caller),
         key: args.key_column.clone(),
-        status: args.status_column.clone(),
-        response_bytes: args.response_bytes_column.clone(),
-        replayed: args.replayed_column.clone(),
-        weight: args.weight_column.clone(),
+        status: or(&args.status_column, defaults.status),
+        response_bytes: or(&args.response_bytes_column, defaults.response_bytes),
+        replayed: or(&args.replayed_column, defaults.replayed),
+        weight: or(&args.weight_column, defaults.weight),
     };
     if let Some(dialect) = args.emit_sql {
         let source = match (&args.from_file, &args.table) {
@@ -110,12 +125,27 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
                     .map_err(anyhow::Error::msg)?,
             ),
         };
+        use fit::OptionalColumn as C;
+        let named: Vec<C> = [
+            (C::Caller, &args.caller_column),
+            (C::Status, &args.status_column),
+            (C::ResponseBytes, &args.response_bytes_column),
+            (C::Replayed, &args.replayed_column),
+            (C::Weight, &args.weight_column),
+        ]
+        .into_iter()
+        .filter(|(_, flag)| flag.is_some())
+        .map(|(c, _)| c)
+        .collect();
+        let optional =
+            fit::optional_columns(&columns, &named, args.columns.as_deref(), &args.without)
+                .map_err(anyhow::Error::msg)?;
         let sql = fit::emit_sql(&fit::SqlOptions {
             dialect,
             source,
             columns,
             time_unit: args.time_unit,
-            absent: args.without.clone(),
+            optional,
         })
         .map_err(anyhow::Error::msg)?;
         super::print(&sql)?;

@@ -150,6 +150,17 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
             super::print(&(serde_json::to_string_pretty(&value)? + "\n"))?;
         }
         Format::Table => {
+            // The answer to the question asked leads; the figures behind it follow.
+            if let Some(d) = decision {
+                let asked: Vec<(f64, String)> = reports
+                    .iter()
+                    .map(|r| (r.retention_s, r.retention.clone()))
+                    .collect();
+                let lead = crate::report::text::verdict(&asked, d);
+                if !lead.is_empty() {
+                    super::print(&(lead + "\n"))?;
+                }
+            }
             for r in &reports {
                 super::print(&crate::report::text::simulation(r))?;
             }

@@ -21,6 +21,9 @@ pub(super) const MAX_TIME_S: f64 = 1e11;
 /// record is surely still there, so a replay means done and a fresh 201 means not.
 pub const DONE_WITHIN_S: f64 = 3_600.0;
 
+/// The status that says the key's first attempt still holds its lease: neither done nor not.
+pub const IN_PROGRESS: u16 = 409;
+
 /// The delays the seed's table gives, where a fitted CDF is reported, plus a week, two and a
 /// month for logs that are long enough.
 pub const CDF_POINTS_S: [f64; 10] = [
@@ -149,9 +152,10 @@ pub struct Aggregates {
     pub retries: u64,
     pub retried_keys: u64,
     pub latest_retry_s: Option<f64>,
-    /// Later requests of keys first seen by [`Spans::counted_cutoff_s`], weighted by their
-    /// key's first request: all of them, those within each of [`thresholds`], the earliest
-    /// after 0 s and the latest.
+    /// The late-retry distribution's sample: of each timed-out call (a key whose first request
+    /// heard nothing) first seen by [`Spans::counted_cutoff_s`], the delay from its first
+    /// request to its first retry, weighted by the first request: all of them, those within
+    /// each of [`thresholds`], the earliest after 0 s and the latest.
     pub counted: Sum,
     pub counted_within: Vec<(f64, Sum)>,
     pub counted_min_positive_s: Option<f64>,
@@ -181,9 +185,10 @@ impl Aggregates {
     }
 }
 
-/// Statistics of a set of keys, before the log's end is known: the late requests are kept
-/// (time of their key's first request, delay, weight) until [`Tally::finish`] knows which
-/// keys were watched long enough. Retries are a small share of a log's rows.
+/// Statistics of a set of keys, before the log's end is known: the timed-out calls' first
+/// retries are kept (time of their key's first request, delay, weight) until
+/// [`Tally::finish`] knows which keys were watched long enough. They are a small share of a
+/// log's rows.
 #[derive(Debug, Default)]
 pub(super) struct Tally {
     keys: u64,
@@ -200,6 +205,7 @@ pub(super) struct Tally {
     not_done: Sum,
     retries: u64,
     retried_keys: u64,
+    latest_retry_s: Option<f64>,
     late: Vec<(f64, f64, f64)>,
     key_bytes: BTreeMap<u32, (u64, f64)>,
     response_bytes: BTreeMap<u32, (u64, f64)>,
@@ -247,8 +253,12 @@ impl Tally {
         self.intents.add(w);
         if first.status == 0 {
             self.timed_out.add(w);
-            // Whether it had run: the next answer that says replayed or not, within the hour.
-            if let Some(next) = g[1..].iter().find(|r| r.status != 0 && r.replayed != 2)
+            // Whether it had run: the next answer that says replayed or not, within the hour. A
+            // 409 says only that the first attempt still holds its lease: the answer after it
+            // tells.
+            if let Some(next) = g[1..]
+                .iter()
+                .find(|r| r.status != 0 && r.status != IN_PROGRESS && r.replayed != 2)
                 && next.time_s - t0 <= DONE_WITHIN_S
             {
                 if next.replayed == 1 && (200..300).contains(&next.status) {
@@ -261,11 +271,20 @@ impl Tally {
         let hour = (t0.rem_euclid(DAY_S) / 3_600.0) as usize;
         self.hourly[hour.min(23)] += w;
         *self.caller_weights.entry(first.caller).or_insert(0.0) += w;
-        if g.len() > 1 {
+        if let Some(last) = g.last().filter(|_| g.len() > 1) {
             self.retried_keys += 1;
             self.retries += g.len() as u64 - 1;
-            self.late
-                .extend(g[1..].iter().map(|r| (t0, r.time_s - t0, w)));
+            let d = last.time_s - t0;
+            self.latest_retry_s = Some(self.latest_retry_s.map_or(d, |l| l.max(d)));
+        }
+        // The late-retry distribution counts timed-out calls, one delay each: to the call's
+        // first retry, the one the caller sent because it heard nothing. The requests after it
+        // (re-sends on 409 while the first attempt holds its lease, backoff after a 503) follow
+        // from that retry's answer, and the simulator makes them itself.
+        if first.status == 0
+            && let Some(retry) = g.get(1)
+        {
+            self.late.push((t0, retry.time_s - t0, w));
         }
         let k = self
             .key_bytes
@@ -308,6 +327,10 @@ impl Tally {
         self.not_done = self.not_done.plus(other.not_done);
         self.retries += other.retries;
         self.retried_keys += other.retried_keys;
+        self.latest_retry_s = match (self.latest_retry_s, other.latest_retry_s) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        };
         self.late.extend(other.late);
         for (b, (n, w)) in other.key_bytes {
             let e = self.key_bytes.entry(b).or_default();
@@ -384,11 +407,7 @@ impl Tally {
             not_done: self.not_done,
             retries: self.retries,
             retried_keys: self.retried_keys,
-            latest_retry_s: self
-                .late
-                .iter()
-                .map(|l| l.1)
-                .fold(None, |m: Option<f64>, d| Some(m.map_or(d, |m| m.max(d)))),
+            latest_retry_s: self.latest_retry_s,
             counted: total,
             counted_within,
             counted_min_positive_s: counted.iter().map(|c| c.0).find(|d| *d > 0.0),

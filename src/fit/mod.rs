@@ -47,7 +47,9 @@ pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
 pub use scenario_file::SCENARIO_HEADER;
 
 pub use aggregates::{Aggregates, SizeCount, Spans, Sum};
-pub use sql::{Dialect, OptionalColumn, Source, SqlOptions, TableName, emit as emit_sql};
+pub use sql::{
+    Dialect, OptionalColumn, Source, SqlOptions, TableName, emit as emit_sql, optional_columns,
+};
 pub use stat_rows::StatRow;
 
 use aggregates::Tally;
@@ -92,14 +94,15 @@ pub struct Fit {
     pub peak_hour_rate_per_s: Option<f64>,
     pub timeout_fraction: Option<Estimate>,
     pub done_fraction: Option<Estimate>,
-    /// Later requests for an already-seen key (the retries).
+    /// Later requests for an already-seen key, every one (re-sends on 409 included).
     pub retries: u64,
     pub retried_keys: u64,
     /// The delay up to which every key counted was watched for retries, seconds.
     pub supported_horizon_s: f64,
     pub latest_retry_s: Option<f64>,
     pub retry_cdf: Vec<CdfPoint>,
-    /// Share of counted retries later than the supported horizon (unseen shape).
+    /// Share of counted timed-out calls first retried later than the supported horizon
+    /// (unseen shape).
     pub beyond_horizon: Option<Estimate>,
     pub retries_beyond: Vec<Beyond>,
     /// The fitted distribution as the model and the simulator take it, when there are retries.

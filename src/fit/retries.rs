@@ -1,7 +1,11 @@
-//! The late-retry distribution: how long after a key's first request its later requests came,
-//! counted only over keys the log watched long enough (the horizon rule, [`super::aggregates::Spans`]), as a CDF with
-//! intervals, the retries later than each retention, and the points the model and the
-//! simulator take.
+//! The late-retry distribution: per timed-out call (a key whose first request heard nothing in
+//! time), how long after that first request its first retry came, counted only over calls the
+//! log watched long enough (the horizon rule, [`super::aggregates::Spans`]); as a CDF with
+//! intervals, the calls retried later than each retention, and the points the model and the
+//! simulator take. It is the seed's "of 34,560 retried calls a day, 0.8 % arrive after a 24 h
+//! purge", and what the simulator draws for a timed-out call's first retry; re-sends on a 409
+//! while the first attempt holds its lease follow from that retry's answer, and counting them
+//! would pile the head up and thin the tail that decides the retention.
 
 use serde::Serialize;
 
@@ -21,7 +25,8 @@ pub struct CdfPoint {
     pub arrived: Estimate,
 }
 
-/// Retries later than a retention, in the log and per day.
+/// Timed-out calls whose first retry came later than a retention, in the log and per day: the
+/// late arrivals a store keeping keys that long would see.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Beyond {
     pub retention_s: f64,

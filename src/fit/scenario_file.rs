@@ -58,11 +58,12 @@ impl Fit {
         doc.insert(
             "description".into(),
             format!(
-                "Fitted from {} keys over {} of arrivals: {:.4}/s, {} callers.",
+                "Fitted from {} keys over {} of arrivals: {:.4}/s, {} caller{}.",
                 self.keys,
                 approx_duration(self.arrival_span_s),
                 self.rate_per_s.estimate,
-                self.callers
+                self.callers,
+                if self.callers == 1 { "" } else { "s" }
             )
             .into(),
         );

@@ -14,7 +14,7 @@
 use std::path::{Path, PathBuf};
 
 use super::Columns;
-use super::aggregates::{DONE_WITHIN_S, fixed_thresholds};
+use super::aggregates::{DONE_WITHIN_S, IN_PROGRESS, fixed_thresholds};
 use super::read::TimeUnit;
 
 /// The SQL dialects `--emit-sql` writes.
@@ -29,7 +29,7 @@ pub enum Dialect {
     Spark,
 }
 
-/// An optional column the table does not have.
+/// A column of the log the query reads only when the table has it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum OptionalColumn {
     Caller,
@@ -37,6 +37,90 @@ pub enum OptionalColumn {
     ResponseBytes,
     Replayed,
     Weight,
+}
+
+impl OptionalColumn {
+    pub const ALL: [OptionalColumn; 5] = [
+        OptionalColumn::Caller,
+        OptionalColumn::Status,
+        OptionalColumn::ResponseBytes,
+        OptionalColumn::Replayed,
+        OptionalColumn::Weight,
+    ];
+
+    /// Its name in the table, as the `--*-column` flags set it.
+    pub fn name(self, columns: &Columns) -> &str {
+        match self {
+            OptionalColumn::Caller => &columns.caller,
+            OptionalColumn::Status => &columns.status,
+            OptionalColumn::ResponseBytes => &columns.response_bytes,
+            OptionalColumn::Replayed => &columns.replayed,
+            OptionalColumn::Weight => &columns.weight,
+        }
+    }
+
+    /// The flag that names it.
+    pub fn flag(self) -> &'static str {
+        match self {
+            OptionalColumn::Caller => "--caller-column",
+            OptionalColumn::Status => "--status-column",
+            OptionalColumn::ResponseBytes => "--response-bytes-column",
+            OptionalColumn::Replayed => "--replayed-column",
+            OptionalColumn::Weight => "--weight-column",
+        }
+    }
+
+    /// What the query assumes without it.
+    fn without(self) -> &'static str {
+        match self {
+            OptionalColumn::Caller => "one caller",
+            OptionalColumn::Status => "every request answered, so no timeouts",
+            OptionalColumn::ResponseBytes => "no response sizes",
+            OptionalColumn::Replayed => "no done fraction",
+            OptionalColumn::Weight => "each row one request",
+        }
+    }
+}
+
+/// The optional columns the query reads: those named by their flag (`named`) and those in the
+/// table's column list (`--columns`, `listed`), less `--without`. A table is not seen before
+/// the query runs, so a column the user never named is not assumed to be there: a gateway log
+/// has no `weight`, and a query reading it fails in the warehouse.
+pub fn optional_columns(
+    columns: &Columns,
+    named: &[OptionalColumn],
+    listed: Option<&[String]>,
+    without: &[OptionalColumn],
+) -> Result<Vec<OptionalColumn>, String> {
+    if let Some(list) = listed {
+        let has = |name: &str| list.iter().any(|c| c == name);
+        for (name, flag) in [
+            (&columns.time, "--time-column"),
+            (&columns.key, "--key-column"),
+        ] {
+            if !has(name) {
+                return Err(format!(
+                    "--columns {}: no {name:?}, the column {flag} names (required)",
+                    list.join(",")
+                ));
+            }
+        }
+        if let Some(c) = named.iter().find(|c| !has(c.name(columns))) {
+            return Err(format!(
+                "{} {}: not among --columns {}",
+                c.flag(),
+                c.name(columns),
+                list.join(",")
+            ));
+        }
+    }
+    Ok(OptionalColumn::ALL
+        .into_iter()
+        .filter(|c| {
+            named.contains(c) || listed.is_some_and(|l| l.iter().any(|n| n == c.name(columns)))
+        })
+        .filter(|c| !without.contains(c))
+        .collect())
 }
 
 /// What the query needs to know about the table.
@@ -48,7 +132,8 @@ pub struct SqlOptions {
     pub columns: Columns,
     /// `None`: the time column is a timestamp; otherwise it holds numbers in this unit.
     pub time_unit: Option<TimeUnit>,
-    pub absent: Vec<OptionalColumn>,
+    /// The optional columns the table has ([`optional_columns`]); the others are not read.
+    pub optional: Vec<OptionalColumn>,
 }
 
 /// Where the query reads the log.
@@ -308,7 +393,7 @@ fn duckdb_reader(path: &Path) -> Result<String, String> {
 /// The `SELECT` list that reads one row of the log into `t, c, k, s, b, rp, w`.
 fn src_columns(o: &SqlOptions) -> String {
     let d = o.dialect;
-    let has = |c: OptionalColumn| !o.absent.contains(&c);
+    let has = |c: OptionalColumn| o.optional.contains(&c);
     let col = |name: &str| d.quote(name);
     let (text, double, int) = (d.text(), d.double(), d.int());
     let time = match o.time_unit {
@@ -594,7 +679,7 @@ pub fn emit(o: &SqlOptions) -> Result<String, String> {
     let order = "ORDER BY t, s, COALESCE(b, 4294967295), rp, w";
     Ok(format!(
         "-- idemcalc fit --emit-sql {dialect}: the sufficient statistics of a request log.
--- Save the result as CSV or Parquet and run: idemcalc fit --aggregates RESULT.csv --out SCENARIO.toml
+{reads}-- Save the result as CSV or Parquet and run: idemcalc fit --aggregates RESULT.csv --out SCENARIO.toml
 WITH src AS (
   SELECT {columns}
   FROM {from}
@@ -610,18 +695,19 @@ horizon AS (
   SELECT GREATEST(log_max - first_max, (log_max - first_min) / 2) AS supported, log_max FROM spans
 ),
 later AS (
-  SELECT f.c, f.k, r.t - f.t0 AS d, f.t0, f.w0
+  SELECT f.c, f.k, r.t - f.t0 AS d, f.t0, f.w0, f.s0, r.n
   FROM ranked r JOIN firsts f ON r.c = f.c AND r.k = f.k
   WHERE r.n > 1
 ),
 counted AS (
-  SELECT l.d, l.w0 FROM later l CROSS JOIN horizon h WHERE l.t0 <= h.log_max - h.supported
+  SELECT l.d, l.w0 FROM later l CROSS JOIN horizon h
+  WHERE l.n = 2 AND l.s0 = 0 AND l.t0 <= h.log_max - h.supported
 ),
 thresholds AS (
   {thresholds}
 ),
 next_answer AS (
-  SELECT c, k, MIN(n) AS n FROM ranked WHERE n > 1 AND s <> 0 AND rp <> 2 GROUP BY c, k
+  SELECT c, k, MIN(n) AS n FROM ranked WHERE n > 1 AND s <> 0 AND s <> {in_progress} AND rp <> 2 GROUP BY c, k
 ),
 answered AS (
   SELECT f.w0, CASE WHEN r.rp = 1 AND r.s BETWEEN 200 AND 299 THEN 1 ELSE 0 END AS is_done
@@ -642,13 +728,44 @@ sizes AS (
 {stats}
 ",
         dialect = dialect_name(d),
+        reads = reads_comment(o),
         columns = src_columns(o),
         from = from_sql(o)?,
         key_len = d.byte_length("k"),
         thresholds = thresholds_sql(d),
         stats = stats_sql(d),
         done_within = DONE_WITHIN_S,
+        in_progress = IN_PROGRESS,
     ))
+}
+
+/// The comment lines naming the columns the query reads, and those it does not with what it
+/// assumes instead and how to add them. Column names are the user's text: escaped, a newline
+/// in one cannot end the comment.
+fn reads_comment(o: &SqlOptions) -> String {
+    let c = &o.columns;
+    let shown = |name: &str| name.escape_debug().to_string();
+    let mut read = vec![
+        format!("{} (time)", shown(&c.time)),
+        format!("{} (key)", shown(&c.key)),
+    ];
+    let mut not_read = Vec::new();
+    for col in OptionalColumn::ALL {
+        let name = shown(col.name(c));
+        if o.optional.contains(&col) {
+            read.push(name);
+        } else {
+            not_read.push(format!("{name} ({})", col.without()));
+        }
+    }
+    let mut out = format!("-- Reads the columns {}.\n", read.join(", "));
+    if !not_read.is_empty() {
+        out.push_str(&format!(
+            "-- Does not read {}: name a column with its --*-column flag, or list the table's columns with --columns.\n",
+            not_read.join(", ")
+        ));
+    }
+    out
 }
 
 fn unit_factor(u: TimeUnit) -> &'static str {

@@ -109,11 +109,15 @@ impl Fit {
             human_count(self.retried_keys as f64),
             approx_duration(self.latest_retry_s.unwrap_or(0.0))
         );
+        if self.retry_points.is_none() {
+            out.push_str("No call that timed out was retried (the distribution counts only those), so the scenario\nkeeps the seed's illustrative distribution.\n");
+            return out;
+        }
         out.push_str(&format!(
-            "Keys watched for at least {} count (the horizon this log supports).\n\n",
+            "Counted per timed-out call, its first retry (not the re-sends after that retry's answer,\nsuch as those on 409), over calls watched for at least {} (the horizon this log supports).\n\n",
             approx_duration(self.supported_horizon_s)
         ));
-        out.push_str("  Time since the first request   Arrived\n");
+        out.push_str("  Time since the first request   Timed-out calls retried by then\n");
         for p in &self.retry_cdf {
             out.push_str(&format!(
                 "  {:<30} {}\n",
@@ -129,10 +133,10 @@ impl Fit {
             ));
         }
         if !self.retries_beyond.is_empty() {
-            out.push_str("\n  Retention   Retries later than it   Per day\n");
+            out.push_str("\n  Retention   Calls retried later than it   Per day\n");
             for b in &self.retries_beyond {
                 out.push_str(&format!(
-                    "  {:<11} {:>21} {:>9}\n",
+                    "  {:<11} {:>27} {:>9}\n",
                     b.retention,
                     human_count(b.retries),
                     human_count(b.per_day)

@@ -121,6 +121,9 @@ fn decision_md(out: &mut String, h: &Headline) {
             cell(&h.scenario)
         )),
     }
+    if let Some(line) = super::text::cheapest(r) {
+        out.push_str(&format!("**{}.**\n\n", cell(&line)));
+    }
     for note in &r.notes {
         out.push_str(&format!("- {}\n", cell(note)));
     }
@@ -142,13 +145,22 @@ impl Exporter for MarkdownExporter {
 
     fn serialize(&self, summary: &Summary) -> Result<Vec<u8>, ExportError> {
         let mut out = String::from("## idemcalc capacity report\n\n");
-        if let Some(h) = &summary.decision {
+        // A broken budget or a figure that changed against the baseline is what a CI reader
+        // must act on: it leads, before the decision's bullets. Otherwise the decision leads.
+        let alarm = !summary.broken_budgets.is_empty()
+            || summary
+                .comparison
+                .as_ref()
+                .is_some_and(|c| c.changes.iter().any(|x| x.real));
+        if !alarm && let Some(h) = &summary.decision {
             decision_md(&mut out, h);
         }
-        // Verdicts first, then what changed: what a CI reader needs to act on.
         verdicts_md(&mut out, summary);
         if let Some(c) = &summary.comparison {
             comparison_md(&mut out, c);
+        }
+        if alarm && let Some(h) = &summary.decision {
+            decision_md(&mut out, h);
         }
         sizing_md(&mut out, summary);
         failures_md(&mut out, summary);

@@ -1,7 +1,7 @@
 //! Terminal text: what `estimate` and `simulate` print by default. Like the other exporters it
 //! formats figures already computed (through `format`) and computes none.
 
-use crate::decision::Recommendation;
+use crate::decision::{Choice, Recommendation};
 use crate::duration;
 use crate::duration::DAY_S;
 use crate::format::{
@@ -11,6 +11,149 @@ use crate::format::{
 use crate::model::Estimate;
 use crate::sim::replay::{self, SimReport};
 use crate::traffic::{Head, Tail};
+
+/// The answer first: for each retention the user asked about (`asked`, seconds and as typed),
+/// one line saying whether it meets the targets, in the user's words, and which retention to
+/// keep instead; then the cheapest retention with the budgets it breaks. Every figure is the
+/// decision's own ([`Recommendation::candidates`]); `simulate` prints these lines first.
+pub fn verdict(asked: &[(f64, String)], r: &Recommendation) -> String {
+    let mut out = String::new();
+    for (retention_s, retention) in asked {
+        let Some(c) = r
+            .candidates
+            .iter()
+            .find(|c| (c.retention_s - retention_s).abs() <= 1e-6 * retention_s.max(1.0))
+        else {
+            continue;
+        };
+        let misses = misses(c, r);
+        let mut line = format!(
+            "{retention}: {} duplicate labels/day ({}/day in all), ",
+            duplicates(c.duplicate_labels_per_day),
+            usd(c.total_cost_per_day)
+        );
+        if misses.is_empty() {
+            line.push_str(&format!(
+                "meets the target of {}",
+                per_day_in_words(r.targets.max_duplicates_per_day)
+            ));
+        } else {
+            line.push_str(&misses.join(" and "));
+        }
+        match &r.recommended {
+            Some(k) if k.retention_s == c.retention_s => line.push_str("; keep it"),
+            Some(k) => line.push_str(&format!(
+                "; keep {}: {} per copy, {}/day",
+                k.retention,
+                human_bytes(k.store_bytes),
+                usd(k.total_cost_per_day)
+            )),
+            None => {
+                line.push_str("; no retention meets every target");
+                if let Some(k) = &r.closest {
+                    line.push_str(&format!(
+                        " (closest within the budgets: {}, {} duplicate labels/day)",
+                        k.retention,
+                        duplicates(k.duplicate_labels_per_day)
+                    ));
+                }
+            }
+        }
+        out.push_str(&line);
+        out.push('\n');
+    }
+    if let Some(line) = cheapest(r) {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The cheapest retention with the budgets it breaks, when it is not the recommended one: shown
+/// beside a recommendation, a cheaper retention must say why it is not the answer.
+pub fn cheapest(r: &Recommendation) -> Option<String> {
+    let c = &r.cheapest;
+    cheapest_budgets(r).map(|budgets| {
+        format!(
+            "Cheapest: {}, {}/day, {budgets}",
+            c.retention,
+            usd(c.total_cost_per_day)
+        )
+    })
+}
+
+/// The targets and budgets the cheapest retention misses, or that it meets them all; `None`
+/// when it is the recommended retention.
+pub fn cheapest_budgets(r: &Recommendation) -> Option<String> {
+    let c = &r.cheapest;
+    if r.recommended
+        .as_ref()
+        .is_some_and(|k| k.retention_s == c.retention_s)
+    {
+        return None;
+    }
+    let misses = misses(c, r);
+    Some(if misses.is_empty() {
+        "within every target and budget".to_string()
+    } else {
+        misses.join(" and ")
+    })
+}
+
+/// What a retention misses, in words: the duplicates target, the store and the cost budgets.
+fn misses(c: &Choice, r: &Recommendation) -> Vec<String> {
+    let t = &r.targets;
+    let mut out = Vec::new();
+    if !c.meets_duplicates {
+        out.push(format!(
+            "misses the target of {}",
+            per_day_in_words(t.max_duplicates_per_day)
+        ));
+    }
+    if let Some(gb) = t.max_store_gb.filter(|_| !c.meets_store) {
+        out.push(format!(
+            "needs {} per copy against the {} budget",
+            human_bytes(c.peak_store_bytes.max(c.store_bytes)),
+            human_bytes(gb * 1e9)
+        ));
+    }
+    if let Some(budget) = t.max_cost_per_day.filter(|_| !c.meets_cost) {
+        out.push(format!(
+            "costs {}/day against the {}/day budget",
+            usd(c.total_cost_per_day),
+            usd(budget)
+        ));
+    }
+    out
+}
+
+/// A daily count as a sentence says it: `21.7`, `0.0333` → `0.0333`.
+fn duplicates(per_day: f64) -> String {
+    crate::format::count_per_day(per_day).replace("/day", "")
+}
+
+/// A daily rate as people state a target: `1/30` → "1 a month", `2/7` → "2 a week", `0.5` →
+/// "1 every 2 days", `3` → "3 a day": the first whole count of days, weeks, months (30 days) or
+/// years (365), as `--max-duplicates-per-day 1/month` reads them.
+pub fn per_day_in_words(per_day: f64) -> String {
+    if !(per_day.is_finite() && per_day > 0.0) {
+        return "none".to_string();
+    }
+    if per_day >= 1.0 {
+        return format!("{} a day", significant(per_day, 3));
+    }
+    let every_days = 1.0 / per_day;
+    if every_days < 7.0 && (every_days - every_days.round()).abs() <= 1e-6 * every_days {
+        return format!("1 every {} days", every_days.round());
+    }
+    for (days, period) in [(7.0, "a week"), (30.0, "a month"), (365.0, "a year")] {
+        let n = per_day * days;
+        if n >= 1.0 - 1e-9 && (n - n.round()).abs() <= 1e-6 * n {
+            return format!("{} {period}", n.round());
+        }
+    }
+    format!("1 every {} days", significant(every_days, 3))
+}
 
 /// The decision's sentences, after the sweep.
 pub fn decision(r: &Recommendation) -> String {
@@ -616,4 +759,25 @@ fn figures_table(r: &SimReport) -> String {
         &per_day,
     ));
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::per_day_in_words;
+
+    /// Issue 36, item 4: targets in the user's words. The default target is 1/30 a day, which
+    /// `--max-duplicates-per-day 1/month` parses to (30 days a month): one a month. 2/week is
+    /// 2/7 a day, two a week; 0.5 a day is one every 2 days; 0.3 a day is one every 3.33 days,
+    /// 2.1 a week, 9 a month.
+    #[test]
+    fn issue_36_item_4_targets_read_as_people_state_them() {
+        assert_eq!(per_day_in_words(1.0 / 30.0), "1 a month");
+        assert_eq!(per_day_in_words(2.0 / 7.0), "2 a week");
+        assert_eq!(per_day_in_words(3.0 / 365.0), "3 a year");
+        assert_eq!(per_day_in_words(0.5), "1 every 2 days");
+        assert_eq!(per_day_in_words(0.3), "9 a month");
+        assert_eq!(per_day_in_words(0.01), "1 every 100 days");
+        assert_eq!(per_day_in_words(300.0), "300 a day");
+        assert_eq!(per_day_in_words(0.0), "none");
+    }
 }

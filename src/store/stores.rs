@@ -12,7 +12,7 @@
 //! jobs never share a store. Reports name the store with [`Stores::name`], which never contains
 //! a temporary path or a random schema name, so the same inputs give the same JSON.
 
-use super::postgres::{check_schema_name, pg_message, redact_url};
+use super::postgres::{check_schema_name, explain_connect, pg_message, redact_url};
 use super::{
     PgOptions, PgPool, RedisStore, SqliteOptions, SqliteStore, Store, StoreError, StorePool,
     StoreSpec, Sweeper, Synchronous,
@@ -153,9 +153,18 @@ pub fn reachable(spec: &StoreSpec) -> Result<(), StoreError> {
                 .map_err(|e: postgres::Error| fail(pg_message(&e)))?;
             super::pg_connect(&config)
                 .map(drop)
-                .map_err(|e| fail(e.message()))
+                .map_err(|e| fail(connect_message(&e, &config)))
         }
         StoreSpec::Redis { url, .. } => super::redis::ping(url),
+    }
+}
+
+/// A failed connection as docs/postgres.md shows it: what to check (is the server running,
+/// `createdb …`, the password), not the driver's bare text.
+fn connect_message(e: &super::PgConnectError, config: &postgres::Config) -> String {
+    match e {
+        super::PgConnectError::Failed(e) => explain_connect(e, config),
+        silent => silent.message(),
     }
 }
 
@@ -392,7 +401,7 @@ impl Stores {
                 let held = super::exclusive::hold_pg_schema(&config, &name, &location)?;
                 let mut client = super::pg_connect(&config).map_err(|e| StoreError::Open {
                     location: location.clone(),
-                    message: e.message(),
+                    message: connect_message(&e, &config),
                 })?;
                 let found = client
                     .query_opt("SELECT 1 FROM pg_namespace WHERE nspname = $1", &[&name])

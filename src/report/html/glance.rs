@@ -190,8 +190,13 @@ fn cost_card(r: &Recommendation, c: &Choice) -> Card {
 /// The cheapest retention under the card, flagged when it only repeats the distribution's horizon.
 fn cheapest(r: &Recommendation) -> String {
     let o = &r.cheapest;
+    // Beside a recommendation, the budgets the cheaper retention breaks (the CLI's and
+    // summary.md's line).
+    let budgets = crate::report::text::cheapest_budgets(r)
+        .map(|b| format!("; {b}"))
+        .unwrap_or_default();
     format!(
-        "Cheapest retention: {} at {} ({} real duplicates, {} per copy){}",
+        "Cheapest retention: {} at {} ({} real duplicates, {} per copy{budgets}){}",
         o.retention,
         show(Quantity::UsdPerDay, o.total_cost_per_day),
         count_per_day(o.duplicate_labels_per_day),

@@ -6,7 +6,7 @@ use crate::store::pg_message;
 use postgres::error::SqlState;
 
 /// Turns a failed connection into a message that says what to check.
-pub(super) fn explain_connect(e: &postgres::Error, config: &postgres::Config) -> String {
+pub(in crate::store) fn explain_connect(e: &postgres::Error, config: &postgres::Config) -> String {
     let host = match config.get_hosts().first() {
         Some(postgres::config::Host::Tcp(h)) => h.clone(),
         #[cfg(unix)]

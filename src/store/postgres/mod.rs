@@ -48,6 +48,7 @@ pub use super::pg_message;
 pub use config::{
     DEFAULT_SCHEMA, MAX_POOL_SIZE, PgOptions, Sweeper, SweeperPlan, check_schema_name, redact_url,
 };
+pub(in crate::store) use errors::explain_connect;
 pub use pool::PgPool;
 pub use schema::SCHEMA_VERSION;
 
