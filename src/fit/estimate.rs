@@ -8,30 +8,16 @@ use super::FitError;
 use super::aggregates::{Aggregates, SizeCount, Spans};
 use crate::duration::DAY_S;
 use crate::payload::SizeDist;
-use crate::stats::Z95;
+use crate::stats::{Interval, Z95};
 
 /// At most this many points in a fitted size histogram: enough for a long tail, small enough
 /// for a scenario file a person reads.
 const MAX_HISTOGRAM_POINTS: usize = 40;
 
-/// A value with its 95 % interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
-pub struct Estimate {
-    pub estimate: f64,
-    pub ci95_low: f64,
-    pub ci95_high: f64,
-}
-
-impl Estimate {
-    pub fn contains(&self, v: f64) -> bool {
-        self.ci95_low <= v && v <= self.ci95_high
-    }
-}
-
 /// A weighted share `Σ w·x / Σ w`, with a delta-method interval that treats each row's weight
 /// as a Poisson count: exact for unweighted rows (it is then the binomial normal interval) and
 /// right for the simulator's stratified samples, whose strata carry different weights.
-pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Estimate> {
+pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Interval> {
     let (a, var_a) = yes;
     let (b, var_b) = no;
     let n = a + b;
@@ -41,7 +27,7 @@ pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Estimate> {
     let p = a / n;
     let var = (b * b * var_a + a * a * var_b) / n.powi(4);
     let half = Z95 * var.sqrt();
-    Some(Estimate {
+    Some(Interval {
         estimate: p,
         ci95_low: (p - half).max(0.0),
         ci95_high: (p + half).min(1.0),
@@ -67,10 +53,10 @@ pub struct CallerShare {
 
 /// The arrival rate, its daily profile and the timeout fraction, from the first requests.
 pub(super) struct Arrivals {
-    pub(super) rate_per_s: Estimate,
+    pub(super) rate_per_s: Interval,
     pub(super) hourly_rate_per_s: Vec<Option<f64>>,
     pub(super) peak_hour_rate_per_s: Option<f64>,
-    pub(super) timeout_fraction: Option<Estimate>,
+    pub(super) timeout_fraction: Option<Interval>,
 }
 
 /// Refuses a log whose first requests all share one time: it has no window to count arrivals
@@ -84,7 +70,7 @@ pub(super) fn arrivals(a: &Aggregates) -> Result<Arrivals, FitError> {
     }
     let rate = a.intents.0 / arrival_span_s;
     let rate_half = Z95 * a.intents.1.sqrt() / arrival_span_s;
-    let rate_per_s = Estimate {
+    let rate_per_s = Interval {
         estimate: rate,
         ci95_low: (rate - rate_half).max(0.0),
         ci95_high: rate + rate_half,

@@ -39,8 +39,9 @@ mod sql;
 mod stat_rows;
 mod summary;
 
+use crate::stats::Interval;
 pub use columns::Columns;
-pub use estimate::{CallerShare, Estimate, SizeFit};
+pub use estimate::{CallerShare, SizeFit};
 pub use log::{is_request_log, write_log};
 pub use read::{BadRows, TimeUnit, log_kind};
 pub use retries::{Beyond, CDF_POINTS_S, CdfPoint};
@@ -87,13 +88,13 @@ pub struct Fit {
     pub arrival_span_s: f64,
     /// From the first to the last row, seconds.
     pub log_span_s: f64,
-    pub rate_per_s: Estimate,
+    pub rate_per_s: Interval,
     /// Mean arrival rate per hour of the day (UTC, or since the log's time origin), `None` for
     /// hours the log does not cover.
     pub hourly_rate_per_s: Vec<Option<f64>>,
     pub peak_hour_rate_per_s: Option<f64>,
-    pub timeout_fraction: Option<Estimate>,
-    pub done_fraction: Option<Estimate>,
+    pub timeout_fraction: Option<Interval>,
+    pub done_fraction: Option<Interval>,
     /// Later requests for an already-seen key, every one (re-sends on 409 included).
     pub retries: u64,
     pub retried_keys: u64,
@@ -103,7 +104,7 @@ pub struct Fit {
     pub retry_cdf: Vec<CdfPoint>,
     /// Share of counted timed-out calls first retried later than the supported horizon
     /// (unseen shape).
-    pub beyond_horizon: Option<Estimate>,
+    pub beyond_horizon: Option<Interval>,
     pub retries_beyond: Vec<Beyond>,
     /// The fitted distribution as the model and the simulator take it, when there are retries.
     pub retry_points: Option<Vec<(f64, f64)>>,

@@ -11,10 +11,11 @@ use serde::Serialize;
 
 use super::aggregates::Aggregates;
 pub use super::aggregates::CDF_POINTS_S;
-use super::estimate::{Estimate, share};
+use super::estimate::share;
 use crate::duration::DAY_S;
 use crate::format::human_duration;
 use crate::model::SWEEP_RETENTIONS_S;
+use crate::stats::Interval;
 use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S};
 
 /// One point of the fitted late-retry CDF.
@@ -22,7 +23,7 @@ use crate::traffic::{DEFAULT_MAX_HORIZON_S, DEFAULT_MIN_DELAY_S};
 pub struct CdfPoint {
     pub delay_s: f64,
     pub delay: String,
-    pub arrived: Estimate,
+    pub arrived: Interval,
 }
 
 /// Timed-out calls whose first retry came later than a retention, in the log and per day: the
@@ -42,7 +43,7 @@ pub(super) struct Retries {
     pub(super) supported_horizon_s: f64,
     pub(super) latest_retry_s: Option<f64>,
     pub(super) cdf: Vec<CdfPoint>,
-    pub(super) beyond_horizon: Option<Estimate>,
+    pub(super) beyond_horizon: Option<Interval>,
     pub(super) beyond: Vec<Beyond>,
     pub(super) points: Option<Vec<(f64, f64)>>,
     pub(super) min_delay_s: f64,
@@ -107,7 +108,7 @@ fn cdf(a: &Aggregates) -> Vec<CdfPoint> {
 fn distribution(
     a: &Aggregates,
     cdf: &[CdfPoint],
-    beyond_horizon: Option<Estimate>,
+    beyond_horizon: Option<Interval>,
     min_delay_s: f64,
 ) -> (Option<Vec<(f64, f64)>>, f64) {
     let supported_horizon_s = a.supported_horizon_s();

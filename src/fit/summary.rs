@@ -2,8 +2,9 @@
 //! intervals, and the late retries.
 
 use super::Fit;
-use super::estimate::{Estimate, SizeFit};
+use super::estimate::SizeFit;
 use crate::format::{approx_duration, human_bytes, human_count, percent, significant};
+use crate::stats::Interval;
 
 impl Fit {
     /// The chart-free summary `idemcalc fit` prints.
@@ -148,7 +149,7 @@ impl Fit {
 }
 
 /// `value (95% low – high)`, each written by `f`.
-fn with_interval(e: &Estimate, f: &dyn Fn(f64) -> String) -> String {
+fn with_interval(e: &Interval, f: &dyn Fn(f64) -> String) -> String {
     format!(
         "{} (95% {} – {})",
         f(e.estimate),
