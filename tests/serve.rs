@@ -645,3 +645,61 @@ fn a_locked_postgres_store_answers_503_within_its_deadline_and_recovers() {
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .unwrap();
 }
+
+/// A Redis server that stops answering (`CLIENT PAUSE`, a server of the test's own): the
+/// request gets 503 with Retry-After when the store's read deadline passes, never a 201, the
+/// routes that need no store keep answering, and once the server answers again so does the
+/// service.
+#[test]
+fn a_paused_redis_store_answers_503_and_the_service_recovers() {
+    let Some(redis) = common::OwnRedis::start() else {
+        return;
+    };
+    let s = Server::start(&redis.url, &["--pool", "1"]);
+    let c = client();
+    assert_eq!(
+        s.post(&c, Some("\"a\""), BODY)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        201
+    );
+    let mut admin = ::redis::Client::open(redis.url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = ::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg("9000")
+        .arg("ALL")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(
+        c.get(s.url("/healthz")).send().unwrap().status().as_u16(),
+        200
+    );
+    let r = s
+        .post(&c, Some("\"b\""), &BODY.replace("918273", "2"))
+        .send()
+        .unwrap();
+    assert!(r.headers().contains_key("retry-after"));
+    problem(r, 503, "store_unavailable");
+    let mut tries = 0;
+    loop {
+        let r = s
+            .post(&c, Some("\"c\""), &BODY.replace("918273", "3"))
+            .send()
+            .unwrap();
+        match r.status().as_u16() {
+            201 => break,
+            503 => {}
+            other => panic!("{other}: {}", r.text().unwrap()),
+        }
+        tries += 1;
+        assert!(tries < 120, "the service never recovered");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
