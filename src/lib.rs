@@ -18,6 +18,7 @@ pub mod payload;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod serve;
 pub mod settings;
 pub mod sim;
 pub mod stats;

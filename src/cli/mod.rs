@@ -9,6 +9,7 @@ pub(crate) mod estimate;
 pub(crate) mod fit;
 pub(crate) mod report;
 pub(crate) mod scenario;
+pub(crate) mod serve;
 pub(crate) mod simulate;
 
 use clap::{Parser, Subcommand};
@@ -53,6 +54,9 @@ pub(crate) enum Command {
     /// timeout fraction, late-retry distribution, key and response sizes; write them as a
     /// scenario file.
     Fit(fit::FitArgs),
+    /// Run the seed's Label service over HTTP (POST /labels with Idempotency-Key, /metrics,
+    /// /healthz) on the engine and a store, with a sweeper on the wall clock.
+    Serve(serve::ServeArgs),
 }
 
 /// Exit code for bad input.
@@ -73,6 +77,7 @@ pub fn main() -> i32 {
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Fit(args) => fit::run(args),
+        Command::Serve(args) => serve::run(args),
     };
     match result {
         Ok(code) => code,

@@ -11,6 +11,8 @@
 /// The subcommands a knob is a flag of (a bit set).
 pub const SIMULATE: u8 = 1;
 pub const ESTIMATE: u8 = 2;
+/// `idemcalc serve`: the engine, carrier and sweeper knobs of a running server.
+pub const SERVE: u8 = 4;
 /// A scenario-file field only (no flag yet).
 pub const FILE_ONLY: u8 = 0;
 
@@ -165,7 +167,7 @@ knob_table! {
             max: u64::MAX
         },
         Some("1"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "SEED",
         "Seed for every random choice; the same seed and inputs give the same JSON."
     ),
@@ -283,7 +285,7 @@ knob_table! {
         Some("traffic.key_bytes"),
         Kind::Size,
         Some("36B"),
-        BOTH,
+        BOTH | SERVE,
         "SIZE",
         "Idempotency-key length: a size (36, 36B) or median=SIZE,p99=SIZE (seed: keys of up to ~36 B)."
     ),
@@ -293,7 +295,7 @@ knob_table! {
         Some("traffic.response_bytes"),
         Kind::Size,
         Some("300B"),
-        BOTH,
+        BOTH | SERVE,
         "SIZE",
         "Saved 201 response size: a size (300B, 2kB) or median=SIZE,p99=SIZE (seed: ~300 B)."
     ),
@@ -417,7 +419,7 @@ knob_table! {
         Some("traffic.sweep_period"),
         duration_from(MIN_SWEEP_PERIOD_S, SWEEP_PERIOD_WHY, DAY_S),
         Some("60s"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "How often the sweeper runs, in simulated time (at least 1s)."
     ),
@@ -430,7 +432,7 @@ knob_table! {
             max: 1_000_000
         },
         Some("10000"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "RECORDS",
         "Records the sweeper deletes per batch."
     ),
@@ -440,7 +442,7 @@ knob_table! {
         Some("traffic.sweeper"),
         Kind::Choice(&["delete", "partitions"]),
         Some("delete"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "STRATEGY",
         "How expired records go on PostgreSQL: batched DELETE (the seed's), or partitions by expiry dropped whole."
     ),
@@ -451,7 +453,7 @@ knob_table! {
         Some("traffic.partition_period"),
         duration(true, 30.0 * DAY_S),
         None,
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "With --sweeper partitions: the range of one partition (default: a quarter of the retention, at least 1 min)."
     ),
@@ -476,7 +478,7 @@ knob_table! {
         Some("engine.retention"),
         duration(true, 365.0 * DAY_S),
         Some("24h"),
-        BOTH,
+        BOTH | SERVE,
         "DURATION",
         "Retention after completion, e.g. 24h or 3d; simulate takes a comma-separated list (1h,24h,3d) and runs each.",
         list = 32
@@ -487,7 +489,7 @@ knob_table! {
         Some("engine.lease"),
         duration(true, DAY_S),
         Some("30s"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "Lease length (seed: 30s)."
     ),
@@ -497,7 +499,7 @@ knob_table! {
         Some("engine.carrier_timeout"),
         duration(true, DAY_S),
         Some("20s"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "Carrier call timeout (seed: 20s, inside the lease)."
     ),
@@ -507,7 +509,7 @@ knob_table! {
         Some("engine.key_scope"),
         Kind::Choice(&["per_caller", "global"]),
         Some("per_caller"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "SCOPE",
         "Key scope: per-caller (correct) or global (the seed's collision failure)."
     ),
@@ -517,7 +519,7 @@ knob_table! {
         Some("engine.order_space"),
         Kind::Choice(&["shared", "per_tenant"]),
         Some("shared"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "SPACE",
         "Whose orders an order id names: shared by all callers (the seed's: one label per parcel across callers) or per-tenant (tenants number their own orders; labels unique per tenant)."
     ),
@@ -527,7 +529,7 @@ knob_table! {
         Some("engine.record_placement"),
         Kind::Choice(&["same_transaction", "separate_store"]),
         Some("same_transaction"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "PLACEMENT",
         "Key record and label in one transaction, or separate-store (not atomic)."
     ),
@@ -537,7 +539,7 @@ knob_table! {
         Some("engine.carrier_key"),
         Kind::Choice(&["derived", "none"]),
         Some("derived"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "KEY",
         "What the carrier call carries: the derived key, or none."
     ),
@@ -548,7 +550,7 @@ knob_table! {
         Some("carrier.latency"),
         duration(false, 3_600.0),
         None,
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "A fixed carrier latency, instead of the log-normal of --carrier-median and --carrier-p99."
     ),
@@ -561,7 +563,7 @@ knob_table! {
         Some("carrier.latency.median"),
         duration(true, 3_600.0),
         Some("30ms"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "Median carrier latency (log-normal)."
     ),
@@ -571,7 +573,7 @@ knob_table! {
         Some("carrier.latency.p99"),
         duration(true, 3_600.0),
         Some("100ms"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "DURATION",
         "99th-percentile carrier latency (log-normal)."
     ),
@@ -582,7 +584,7 @@ knob_table! {
         Some("carrier.window"),
         duration(false, 365.0 * DAY_S),
         Some("24h"),
-        BOTH,
+        BOTH | SERVE,
         "DURATION",
         "How long the carrier recognises our derived key."
     ),
@@ -592,7 +594,7 @@ knob_table! {
         Some("carrier.price_usd"),
         at_least(0.0, MAX_USD),
         Some("6"),
-        BOTH,
+        BOTH | SERVE,
         "USD",
         "Price of one label (seed: $6.00)."
     ),
@@ -602,7 +604,7 @@ knob_table! {
         Some("carrier.hang_fraction"),
         Kind::Fraction,
         Some("0"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "FRACTION",
         "Fraction of carrier calls that hang past the timeout after buying the label.",
         aliases = &["carrier-hang-rate"]
@@ -613,7 +615,7 @@ knob_table! {
         Some("carrier.error_fraction"),
         Kind::Fraction,
         Some("0"),
-        SIMULATE,
+        SIMULATE | SERVE,
         "FRACTION",
         "Fraction of carrier calls refused outright."
     ),

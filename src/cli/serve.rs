@@ -1,0 +1,199 @@
+use crate::serve::ServeConfig;
+use crate::serve::headers::Callers;
+use crate::settings::Settings;
+use crate::settings::flags::Flags;
+use crate::settings::knobs::SERVE;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, clap::Args)]
+#[command(after_help = "\
+Routes: POST /labels (CreateLabel; POST /v1/labels is the same service under another path,
+which the request hash tells apart), GET /metrics (Prometheus/OpenMetrics text), GET /healthz
+(200 while the store is open and held), GET /problems/CODE (what an error's `type` means).
+
+The caller is who authenticated: `Authorization: Bearer TOKEN`, looked up in --callers FILE
+(one `TOKEN CALLER` pair a line, `#` comments and blank lines ignored); no or an unknown token
+is 401. --trust-caller-header NAME takes the caller from a header instead, for load tests on
+loopback only: it refuses a non-loopback --listen and answers 401 to other peers.
+
+Idempotency-Key: an RFC 8941 string (\"abc\") as the IETF draft has it, or a bare key of
+visible ASCII without quotes, commas, backslashes or spaces (abc); both name the key abc. Two
+Idempotency-Key headers are 400. Errors are application/problem+json (RFC 9457).
+
+--time-scale N runs the engine's clock N times faster than the wall: every engine duration
+(retention, lease, carrier latency and timeout, sweep period) passes N times sooner, so
+--time-scale 3600 --retention 24h sweeps a completed key after about 24 s.
+
+SIGTERM or Ctrl-C: stop accepting, finish the requests in flight within --drain, release the
+store's hold, exit 0. Exit 2: bad input or a store that cannot be opened or is held by another
+process.")]
+pub struct ServeArgs {
+    /// The engine, carrier and sweeper knobs, from the settings table (a scenario file's fields).
+    #[command(flatten)]
+    pub knobs: Flags<SERVE>,
+    /// Take the knobs from this scenario file's [engine] and [carrier]; flags given as well
+    /// override the file's values.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// Address and port to listen on; port 0 picks a free one (printed at start).
+    #[arg(long, value_name = "ADDR:PORT", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+    /// The store: an SQLite file (`sqlite:PATH` or a path), postgres://USER@HOST:PORT/DATABASE
+    /// (`?schema=NAME` kept, else a scratch schema dropped at exit) or redis://HOST:PORT
+    /// (`?prefix=NAME` kept, else a scratch prefix). Held by this process while it runs.
+    /// Default: a scratch SQLite file removed at exit.
+    #[arg(long, value_name = "SPEC")]
+    pub store: Option<String>,
+    /// PostgreSQL or Redis connections, one writer thread each (SQLite has one writer).
+    #[arg(long, value_name = "CONNECTIONS", default_value_t = 4)]
+    pub pool: u32,
+    /// Bearer tokens and the callers they authenticate: `TOKEN CALLER` per line.
+    #[arg(
+        long,
+        value_name = "FILE",
+        required_unless_present = "trust_caller_header"
+    )]
+    pub callers: Option<PathBuf>,
+    /// Load tests on loopback only: take the caller from this header, unauthenticated.
+    #[arg(long, value_name = "HEADER", conflicts_with = "callers")]
+    pub trust_caller_header: Option<String>,
+    /// Run the engine's clock this many times faster than the wall (1 to 1000000).
+    #[arg(long, value_name = "N", default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// Largest request body, in bytes (413 above it).
+    #[arg(long, value_name = "BYTES", default_value_t = 65_536)]
+    pub max_body: usize,
+    /// A connection whose request head has not arrived within this is closed (slow-loris, and
+    /// idle keep-alive connections).
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::duration::clap_parse)]
+    pub header_timeout: Duration,
+    /// A body that has not arrived within this is answered 408.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::duration::clap_parse)]
+    pub body_timeout: Duration,
+    /// Most connections open at once; further ones wait in the listen backlog.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub max_connections: usize,
+    /// Requests waiting for a writer before new ones get 503 `overloaded`.
+    #[arg(long, value_name = "N", default_value_t = 4096)]
+    pub queue: usize,
+    /// On SIGTERM or Ctrl-C, how long requests in flight get to finish.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::duration::clap_parse)]
+    pub drain: Duration,
+    /// Purged keys the Bloom filter that flags requests with a purged key is sized for (1 %
+    /// false positives up to it).
+    #[arg(long, value_name = "KEYS", default_value_t = 1_000_000)]
+    pub purge_memory: usize,
+    /// Tests only: honour the `idemcalc-test-die` request header, which makes a handler die at
+    /// a point of its attempt (after-txn1, after-carrier, inside-txn2) as a killed process would.
+    #[arg(long)]
+    pub test_hooks: bool,
+}
+
+impl ServeArgs {
+    fn settings(&self) -> anyhow::Result<Settings> {
+        match &self.scenario {
+            None => Ok(self.knobs.settings()?),
+            Some(path) => Ok(crate::scenario::Scenario::load(path)?.settings_under(&self.knobs)?),
+        }
+    }
+
+    /// Every check before anything is opened or bound.
+    pub fn config(&self) -> anyhow::Result<ServeConfig> {
+        let settings = self.settings()?;
+        let retention_s = match settings.retentions() {
+            [one] => *one,
+            many => anyhow::bail!(
+                "--retention: a server keeps keys for one retention, not {} ({})",
+                many.len(),
+                many.iter()
+                    .map(|s| crate::duration::format_secs(*s))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        if !(1.0..=1e6).contains(&self.time_scale) {
+            anyhow::bail!(
+                "--time-scale {}: give a factor from 1 (real time) to 1000000",
+                self.time_scale
+            );
+        }
+        for (flag, n) in [
+            ("--pool", self.pool as usize),
+            ("--max-body", self.max_body),
+            ("--max-connections", self.max_connections),
+            ("--queue", self.queue),
+            ("--purge-memory", self.purge_memory),
+        ] {
+            if n == 0 {
+                anyhow::bail!("{flag} 0: give at least 1");
+            }
+        }
+        for (flag, d) in [
+            ("--header-timeout", self.header_timeout),
+            ("--body-timeout", self.body_timeout),
+        ] {
+            if d.is_zero() {
+                anyhow::bail!("{flag} 0s: give a deadline above zero");
+            }
+        }
+        let callers = match (&self.callers, &self.trust_caller_header) {
+            (Some(path), _) => Callers::from_file(path).map_err(anyhow::Error::msg)?,
+            (None, Some(name)) => {
+                if !self.listen.ip().is_loopback() {
+                    anyhow::bail!(
+                        "--trust-caller-header is for load tests on loopback only; --listen {} is not a loopback address",
+                        self.listen
+                    );
+                }
+                if axum::http::HeaderName::from_bytes(name.as_bytes()).is_err() {
+                    anyhow::bail!("--trust-caller-header {name:?}: not a header name");
+                }
+                Callers::Header(name.to_ascii_lowercase())
+            }
+            (None, None) => anyhow::bail!("--callers FILE is required"),
+        };
+        if let Some(spec) = &self.store {
+            crate::store::StoreSpec::parse(spec)?;
+        }
+        Ok(ServeConfig {
+            listen: self.listen,
+            store: self.store.clone(),
+            pool_size: self.pool,
+            engine: settings.engine_config(retention_s),
+            carrier: settings.carrier_config(),
+            sweeper: crate::run::plan::sweeper_plan(&settings).at(retention_s),
+            sweep_period_ms: crate::duration::ms(Duration::from_secs_f64(
+                settings.traffic.sweep_period_s,
+            )),
+            sweep_batch: settings.traffic.sweep_batch,
+            time_scale: self.time_scale,
+            callers,
+            max_body_bytes: self.max_body,
+            header_timeout: self.header_timeout,
+            body_timeout: self.body_timeout,
+            max_connections: self.max_connections,
+            queue: self.queue,
+            drain: self.drain,
+            purge_memory: self.purge_memory,
+            test_hooks: self.test_hooks,
+            seed: settings.seed,
+        })
+    }
+}
+
+pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
+    let config = args.config()?;
+    let mut printed = Ok(());
+    crate::serve::run(config, |addr, lines| {
+        for line in lines {
+            eprintln!("{line}");
+        }
+        // The one line on stdout, for scripts (and tests) that start the server on port 0.
+        printed = super::print(&format!("listening on http://{addr}\n"));
+    })?;
+    printed?;
+    eprintln!("stopped: the store's hold is released");
+    Ok(0)
+}

@@ -1,0 +1,428 @@
+//! The routes: `POST /labels` (CreateLabel, the seed's status table), `GET /metrics`,
+//! `GET /healthz`, `GET /problems/CODE`.
+
+use super::detect::{Creators, InFlight, PurgeMemory};
+use super::headers::{Callers, KeyHeader, idempotency_key};
+use super::metrics::Metrics;
+use super::problem::{self, Problem};
+use super::writers::{Began, Job, JobError, ScaledClock, Writers};
+use crate::carrier::Carrier;
+use crate::engine::{DiePoint, EngineConfig, Finished, Outcome, Request, Response};
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::IntoResponse;
+use http_body_util::{BodyExt as _, LengthLimitError, Limited};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+/// The header a test sends, with `--test-hooks` only, to make its handler die at a point of
+/// the attempt as a killed process would: `after-txn1`, `after-carrier` or `inside-txn2`.
+pub const DIE_HEADER: &str = "idemcalc-test-die";
+
+/// The peer of a connection, put on each of its requests.
+#[derive(Debug, Clone, Copy)]
+pub struct Peer(pub SocketAddr);
+
+/// A response whose handler died: the connection is closed without an answer.
+#[derive(Debug, Clone, Copy)]
+pub struct Died;
+
+pub struct Limits {
+    pub max_body_bytes: usize,
+    pub body_timeout: Duration,
+}
+
+/// Everything the handlers share.
+pub struct App {
+    pub writers: Writers,
+    pub metrics: Metrics,
+    pub callers: Callers,
+    pub purged: PurgeMemory,
+    /// Under `--key-scope global` only: per-caller scoping makes a replay to another caller
+    /// impossible.
+    pub creators: Option<Creators>,
+    pub inflight: InFlight,
+    pub clock: Arc<ScaledClock>,
+    pub carrier: Arc<Carrier>,
+    pub engine: EngineConfig,
+    pub limits: Limits,
+    pub test_hooks: bool,
+    /// False once the store's hold is lost: `/healthz` says 503 from then on.
+    pub held: AtomicBool,
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    use axum::routing::{get, post};
+    let create = post(create_label).fallback(method_not_allowed);
+    Router::new()
+        .route("/labels", create.clone())
+        .route("/v1/labels", create)
+        .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
+        .route("/problems/{code}", get(describe))
+        .fallback(not_found)
+        .with_state(app)
+}
+
+async fn not_found() -> Problem {
+    Problem::new("not_found", "no such resource")
+}
+
+async fn method_not_allowed() -> impl IntoResponse {
+    let mut r = Problem::new("method_not_allowed", "CreateLabel is POST").into_response();
+    r.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    r
+}
+
+async fn describe(Path(code): Path<String>) -> axum::response::Response {
+    match problem::describe(&code) {
+        Some(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
+        None => Problem::new("not_found", format!("no problem is called {code:?}")).into_response(),
+    }
+}
+
+async fn healthz(State(app): State<Arc<App>>) -> axum::response::Response {
+    if app.held.load(Ordering::Relaxed) {
+        (StatusCode::OK, "ok\n").into_response()
+    } else {
+        Problem::new("store_unavailable", "the store's hold was lost").into_response()
+    }
+}
+
+async fn metrics(State(app): State<Arc<App>>) -> axum::response::Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        app.metrics.render(&app.carrier.stats()),
+    )
+        .into_response()
+}
+
+/// An answer and the outcome it is counted under.
+struct Answer {
+    response: axum::response::Response,
+    outcome: &'static str,
+}
+
+impl From<Problem> for Answer {
+    fn from(p: Problem) -> Self {
+        Answer {
+            outcome: p.code,
+            response: p.into_response(),
+        }
+    }
+}
+
+async fn create_label(
+    State(app): State<Arc<App>>,
+    peer: Option<axum::Extension<Peer>>,
+    req: axum::extract::Request,
+) -> axum::response::Response {
+    let started = Instant::now();
+    let loopback = peer.is_some_and(|p| p.0.0.ip().is_loopback());
+    let answer = create(&app, loopback, req).await;
+    let status = answer.response.status().as_u16();
+    app.metrics.answered(
+        status,
+        answer.outcome,
+        Some(started.elapsed().as_secs_f64()),
+    );
+    answer.response
+}
+
+async fn create(app: &Arc<App>, loopback: bool, req: axum::extract::Request) -> Answer {
+    let (parts, body) = req.into_parts();
+    let caller = match app.callers.caller(&parts.headers, loopback) {
+        Ok(c) => c,
+        Err(e) => return Problem::new("unauthenticated", e.0).into(),
+    };
+    let key = match idempotency_key(&parts.headers) {
+        KeyHeader::Absent => None,
+        KeyHeader::Key(k) => Some(k),
+        KeyHeader::Multiple(n) => {
+            return Problem::new(
+                "idempotency_key_multiple",
+                format!("the request has {n} Idempotency-Key headers"),
+            )
+            .into();
+        }
+        KeyHeader::Malformed(why) => {
+            return Problem::new("idempotency_key_malformed", why).into();
+        }
+    };
+    let die = match die_point(app, &parts.headers) {
+        Ok(d) => d,
+        Err(p) => return p.into(),
+    };
+    let body = match read_body(app, &parts.headers, body).await {
+        Ok(b) => b,
+        Err(p) => return p.into(),
+    };
+    let req = Request {
+        caller_id: caller,
+        idem_key: key,
+        method: parts.method.as_str().to_string(),
+        path: parts.uri.path().to_string(),
+        body,
+    };
+    // Its own task: a client that hangs up must not cancel an attempt between the carrier call
+    // and txn 2 (the seed: the service finishes a purchase it started).
+    match tokio::spawn(flow(app.clone(), req, die)).await {
+        Ok(Ok(Flow::Answered(r))) => engine_answer(app, r),
+        Ok(Ok(Flow::Died)) => {
+            let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
+            response.extensions_mut().insert(Died);
+            Answer {
+                response,
+                outcome: "died",
+            }
+        }
+        Ok(Err(e)) => job_problem(app, e).into(),
+        Err(e) => Problem::new("internal_error", format!("the handler failed: {e}")).into(),
+    }
+}
+
+/// The test hook's die point, honoured only under `--test-hooks`.
+fn die_point(app: &App, headers: &HeaderMap) -> Result<Option<DiePoint>, Problem> {
+    let Some(v) = headers.get(DIE_HEADER) else {
+        return Ok(None);
+    };
+    if !app.test_hooks {
+        return Ok(None);
+    }
+    match v.to_str().unwrap_or("") {
+        "after-txn1" => Ok(Some(DiePoint::AfterTxn1)),
+        "after-carrier" => Ok(Some(DiePoint::AfterCarrier)),
+        "inside-txn2" => Ok(Some(DiePoint::InsideTxn2)),
+        other => Err(Problem::new(
+            "validation_failed",
+            format!("{DIE_HEADER}: {other:?} is not after-txn1, after-carrier or inside-txn2"),
+        )
+        .with("field", DIE_HEADER)),
+    }
+}
+
+/// The body as text, within the size limit (413) and the read deadline (408, the slow-loris
+/// cut-off for bodies); a body that is not UTF-8 is refused naming the byte where it stops.
+async fn read_body(app: &App, headers: &HeaderMap, body: Body) -> Result<String, Problem> {
+    let limit = app.limits.max_body_bytes;
+    let too_large = || {
+        Problem::new(
+            "body_too_large",
+            format!("the body is larger than the server's limit of {limit} bytes"),
+        )
+    };
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > limit as u64) {
+        return Err(too_large());
+    }
+    let read = tokio::time::timeout(app.limits.body_timeout, Limited::new(body, limit).collect());
+    let bytes = match read.await {
+        Err(_) => {
+            return Err(Problem::new(
+                "body_timeout",
+                format!(
+                    "the body did not arrive within {}",
+                    crate::duration::format_secs(app.limits.body_timeout.as_secs_f64())
+                ),
+            ));
+        }
+        Ok(Err(e)) if e.is::<LengthLimitError>() => return Err(too_large()),
+        Ok(Err(e)) => {
+            return Err(Problem::new(
+                "validation_failed",
+                format!("the body could not be read: {e}"),
+            )
+            .with("field", "body"));
+        }
+        Ok(Ok(c)) => c.to_bytes(),
+    };
+    String::from_utf8(bytes.to_vec()).map_err(|e| {
+        Problem::new(
+            "validation_failed",
+            format!(
+                "the body is not UTF-8 from byte {}",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+        .with("field", "body")
+    })
+}
+
+/// Counts an attempt in `in_flight` until it ends, however it ends (the shutdown waits for the
+/// count to reach zero).
+struct InFlightGauge<'a>(&'a App);
+
+impl<'a> InFlightGauge<'a> {
+    fn enter(app: &'a App) -> Self {
+        app.metrics.in_flight.inc();
+        InFlightGauge(app)
+    }
+}
+
+impl Drop for InFlightGauge<'_> {
+    fn drop(&mut self) {
+        self.0.metrics.in_flight.dec();
+    }
+}
+
+enum Flow {
+    Answered(Response),
+    Died,
+}
+
+/// One attempt: txn 1 (and the carrier's reply) on a writer, the carrier's latency waited out
+/// here with no transaction open, then txn 2 on a writer.
+async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow, JobError> {
+    let _counted = InFlightGauge::enter(&app);
+    let caller = req.caller_id.clone();
+    let key = req.idem_key.clone();
+    let (attempt, reply) = match app.writers.call(|tx| Job::Begin(req, tx)).await? {
+        Began::Answered(r) => {
+            note_replay(&app, &caller, key.as_deref(), &r);
+            return Ok(Flow::Answered(r));
+        }
+        Began::Owned(a, reply) => (a, reply),
+    };
+    let (_running, owner_alive) = app.inflight.enter(&attempt.caller_id, &attempt.idem_key);
+    if attempt.took_over {
+        app.metrics.takeovers.inc();
+        if owner_alive {
+            app.metrics.takeovers_while_owner_alive.inc();
+        }
+    } else if app.purged.contains(&attempt.caller_id, &attempt.idem_key) {
+        app.metrics.purged_key_requests.inc();
+    }
+    if die == Some(DiePoint::AfterTxn1) {
+        return Ok(Flow::Died);
+    }
+    // The service waits for the carrier at most its timeout; past it the engine answers 503.
+    let waited = reply.latency_ms.min(app.engine.carrier_timeout_ms + 1);
+    tokio::time::sleep(app.clock.wall(waited)).await;
+    if die == Some(DiePoint::AfterCarrier) {
+        return Ok(Flow::Died);
+    }
+    let key = attempt.idem_key.clone();
+    // Waits for room in the queue rather than answering 503: this attempt may have bought a
+    // label, and txn 2 is what records it.
+    let finished = app
+        .writers
+        .call_waiting(|tx| Job::Finish(Box::new((attempt, reply, die)), tx))
+        .await?;
+    match finished {
+        Finished::Died => Ok(Flow::Died),
+        Finished::Answered(r) => {
+            if r.outcome == Outcome::Created
+                && let Some(c) = &app.creators
+            {
+                c.created(&key, &caller);
+            }
+            Ok(Flow::Answered(r))
+        }
+    }
+}
+
+/// Under `--key-scope global`, a saved label replayed to a caller other than its creator.
+fn note_replay(app: &App, caller: &str, key: Option<&str>, r: &Response) {
+    if r.replayed
+        && r.status == 201
+        && let (Some(c), Some(key)) = (&app.creators, key)
+        && c.replayed_to_another(key, caller)
+    {
+        app.metrics.cross_caller_replays.inc();
+    }
+}
+
+/// The engine's answer as HTTP: saved responses byte for byte, errors as problem details.
+fn engine_answer(app: &App, r: Response) -> Answer {
+    let outcome = outcome_name(r.outcome);
+    if r.replayed || matches!(r.outcome, Outcome::Created | Outcome::CarrierRefused) {
+        // What the key saved (a label, or a final carrier refusal) and its replays: the very
+        // bytes the store holds, so a replay is byte-identical to the first answer.
+        let status = StatusCode::from_u16(r.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let mut response = (status, r.body).into_response();
+        let h = response.headers_mut();
+        h.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        if r.replayed {
+            h.insert("idempotent-replayed", HeaderValue::from_static("true"));
+        }
+        return Answer { response, outcome };
+    }
+    let engine_body: serde_json::Value = serde_json::from_str(&r.body).unwrap_or_default();
+    let code = r.code.as_deref().unwrap_or("internal_error");
+    let mut p = match r.outcome {
+        Outcome::InProgress => {
+            let wall = app.clock.wall(r.retry_after_ms.unwrap_or(0));
+            Problem::new(
+                code,
+                "an attempt with this key holds the lease; retry with the same key and body after Retry-After",
+            )
+            .retry_after_ms(wall.as_millis() as u64)
+        }
+        _ => Problem::new(
+            code,
+            engine_body["message"]
+                .as_str()
+                .unwrap_or(problem::kind(code).title),
+        ),
+    };
+    if let Some(field) = engine_body["field"].as_str() {
+        p = p.with("field", field);
+    }
+    if r.outcome == Outcome::CarrierTimeout {
+        p = p.retry_after_ms(0);
+    }
+    Answer {
+        outcome,
+        response: p.into_response(),
+    }
+}
+
+fn outcome_name(o: Outcome) -> &'static str {
+    match o {
+        Outcome::Created => "created",
+        Outcome::Replayed => "replayed",
+        Outcome::InProgress => "request_in_progress",
+        Outcome::KeyReused => "idempotency_key_reused",
+        Outcome::KeyMissing => "idempotency_key_missing",
+        Outcome::KeyInvalid => "idempotency_key_invalid",
+        Outcome::ValidationFailed => "validation_failed",
+        Outcome::CarrierTimeout => "carrier_timeout",
+        Outcome::CarrierRefused => "carrier_refused",
+    }
+}
+
+/// A job that got no answer: never a 201, always with a retry hint.
+fn job_problem(app: &App, e: JobError) -> Problem {
+    match e {
+        JobError::Store(m) => Problem::new("store_unavailable", m).retry_after_ms(1000),
+        JobError::Lost(m) => {
+            app.held.store(false, Ordering::Relaxed);
+            Problem::new("store_unavailable", m).retry_after_ms(1000)
+        }
+        JobError::Overloaded => Problem::new(
+            "overloaded",
+            format!(
+                "all {} writers are busy and the queue is full",
+                app.writers.count
+            ),
+        )
+        .retry_after_ms(1000),
+        JobError::Stopped => {
+            Problem::new("shutting_down", "the server is shutting down").retry_after_ms(1000)
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The engine's blocking store calls, kept off the async workers: writer threads, each owning
+//! one engine on one store connection, fed by one bounded channel.
+//!
+//! As in the bench (`bench::serve`): SQLite has one writer at a time, so one thread owns the
+//! store and serves every request (more connections would queue on the file's lock through
+//! SQLite's busy handler, which sleeps); PostgreSQL and Redis take writers in parallel, one
+//! thread per pooled connection. The sweeper's batches go through the same channel, so on
+//! SQLite they run on the one writer between requests instead of fighting it for the lock.
+
+use crate::carrier::{Carrier, CarrierReply};
+use crate::clock::{Clock, Millis};
+use crate::engine::{
+    Attempt, Begun, DiePoint, Engine, EngineConfig, EngineError, Finished, Request, Response,
+};
+use crate::store::{StoreError, StorePool};
+use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// A clock that runs `scale` times faster than the wall from the moment the server starts
+/// (`--time-scale`): every duration the engine measures on it (lease, retention, the carrier's
+/// latency and timeout, the sweep period) passes `scale` times sooner. At scale 1 it is the
+/// system clock.
+pub struct ScaledClock {
+    start_ms: Millis,
+    start: Instant,
+    scale: f64,
+}
+
+impl ScaledClock {
+    pub fn new(scale: f64) -> Self {
+        ScaledClock {
+            start_ms: crate::clock::SystemClock.now_ms(),
+            start: Instant::now(),
+            scale,
+        }
+    }
+
+    /// The wall-clock time an engine duration takes.
+    pub fn wall(&self, engine_ms: Millis) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(engine_ms.max(0) as f64 / 1000.0 / self.scale)
+    }
+}
+
+impl Clock for ScaledClock {
+    fn now_ms(&self) -> Millis {
+        self.start_ms + (self.start.elapsed().as_secs_f64() * 1000.0 * self.scale) as Millis
+    }
+}
+
+/// Why a job got no answer from the store.
+#[derive(Debug, Clone)]
+pub enum JobError {
+    /// The store failed (a server gone, a deadline passed): nothing was answered from it.
+    Store(String),
+    /// The store's hold is gone: another process may write into it now. Permanent.
+    Lost(String),
+    /// Every writer is busy and the queue is full.
+    Overloaded,
+    /// The writers have stopped (shutting down).
+    Stopped,
+}
+
+impl From<EngineError> for JobError {
+    fn from(e: EngineError) -> Self {
+        let EngineError::Store(s) = &e;
+        match s {
+            StoreError::Lost { .. } => JobError::Lost(e.to_string()),
+            _ => JobError::Store(e.to_string()),
+        }
+    }
+}
+
+/// Txn 1's outcome, with the carrier's reply when this attempt holds the lease (the in-process
+/// carrier answers at once; its latency is waited out by the caller, with no transaction open).
+pub enum Began {
+    Answered(Response),
+    Owned(Attempt, CarrierReply),
+}
+
+/// What one sweep did.
+pub struct Swept {
+    pub keys: Vec<(String, String)>,
+    pub batches: u64,
+    /// The store's records after the sweep (`None`: the count failed).
+    pub keys_in_store: Option<u64>,
+}
+
+pub enum Job {
+    Begin(Request, oneshot::Sender<Result<Began, JobError>>),
+    Finish(
+        Box<(Attempt, CarrierReply, Option<DiePoint>)>,
+        oneshot::Sender<Result<Finished, JobError>>,
+    ),
+    Sweep {
+        batch: u32,
+        max_batches: u32,
+        count: bool,
+        reply: oneshot::Sender<Result<Swept, JobError>>,
+    },
+}
+
+/// The writer threads and the queue in front of them.
+pub struct Writers {
+    jobs: Mutex<Option<SyncSender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+    pub count: usize,
+}
+
+/// What every writer's engine is made of.
+pub struct EngineParts {
+    pub pool: StorePool,
+    pub carrier: Arc<Carrier>,
+    pub clock: Arc<dyn Clock>,
+    pub config: EngineConfig,
+}
+
+impl Writers {
+    /// Opens one store connection per writer now, so a store that cannot be opened fails the
+    /// start, naming it.
+    pub fn start(parts: Arc<EngineParts>, count: usize, queue: usize) -> Result<Self, StoreError> {
+        let (tx, rx) = std::sync::mpsc::sync_channel::<Job>(queue);
+        let rx = Arc::new(Mutex::new(rx));
+        let mut threads = Vec::new();
+        for i in 0..count {
+            let engine = open_engine(&parts)?;
+            let (rx, own) = (rx.clone(), parts.clone());
+            let t = std::thread::Builder::new()
+                .name(format!("serve-writer-{i}"))
+                .spawn(move || writer(engine, &own, &rx))
+                .map_err(|e| StoreError::Open {
+                    location: parts.pool.describe(),
+                    message: format!("cannot start a writer thread: {e}"),
+                })?;
+            threads.push(t);
+        }
+        Ok(Writers {
+            jobs: Mutex::new(Some(tx)),
+            threads: Mutex::new(threads),
+            count,
+        })
+    }
+
+    /// Queues a job without waiting: a full queue is an answer (503), not a stall of the async
+    /// worker that asked.
+    fn submit(&self, job: Job) -> Result<(), JobError> {
+        let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(tx) = jobs.as_ref() else {
+            return Err(JobError::Stopped);
+        };
+        match tx.try_send(job) {
+            Ok(()) => Ok(()),
+            Err(TrySendError::Full(_)) => Err(JobError::Overloaded),
+            Err(TrySendError::Disconnected(_)) => Err(JobError::Stopped),
+        }
+    }
+
+    /// Runs a job on a writer and waits for its answer.
+    pub async fn call<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, JobError>>) -> Job,
+    ) -> Result<T, JobError> {
+        let (tx, rx) = oneshot::channel();
+        self.submit(make(tx))?;
+        rx.await.unwrap_or(Err(JobError::Stopped))
+    }
+
+    /// [`Writers::call`] for a job that must not be refused: while the queue is full it waits
+    /// for room instead of answering [`JobError::Overloaded`].
+    pub async fn call_waiting<T>(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<T, JobError>>) -> Job,
+    ) -> Result<T, JobError> {
+        let (tx, rx) = oneshot::channel();
+        let mut job = make(tx);
+        loop {
+            let sent = {
+                let jobs = self.jobs.lock().unwrap_or_else(|p| p.into_inner());
+                match jobs.as_ref() {
+                    Some(q) => q.try_send(job),
+                    None => return Err(JobError::Stopped),
+                }
+            };
+            match sent {
+                Ok(()) => break,
+                Err(TrySendError::Full(j)) => {
+                    job = j;
+                    tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+                }
+                Err(TrySendError::Disconnected(_)) => return Err(JobError::Stopped),
+            }
+        }
+        rx.await.unwrap_or(Err(JobError::Stopped))
+    }
+
+    /// Closes the queue; the writers finish what is queued, drop their engines (giving their
+    /// connections and the store's hold back) and end.
+    pub fn stop(&self) {
+        self.jobs.lock().unwrap_or_else(|p| p.into_inner()).take();
+        let threads: Vec<_> = self
+            .threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .drain(..)
+            .collect();
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn open_engine(parts: &EngineParts) -> Result<Engine, StoreError> {
+    Ok(Engine::new(
+        parts.pool.get()?,
+        parts.carrier.clone(),
+        parts.clock.clone(),
+        parts.config.clone(),
+    ))
+}
+
+/// One writer: takes jobs until the queue closes. A store error drops the engine, so its
+/// connection goes back (PostgreSQL's pool replaces a broken one) and the next job opens a new
+/// one; a lost hold stays lost.
+fn writer(engine: Engine, parts: &EngineParts, jobs: &Mutex<Receiver<Job>>) {
+    let mut engine = Some(engine);
+    loop {
+        let job = {
+            let rx = jobs.lock().unwrap_or_else(|p| p.into_inner());
+            match rx.recv() {
+                Ok(job) => job,
+                Err(_) => return,
+            }
+        };
+        if engine.is_none() {
+            match open_engine(parts) {
+                Ok(e) => engine = Some(e),
+                Err(e) => {
+                    fail(job, JobError::from(EngineError::Store(e)));
+                    continue;
+                }
+            }
+        }
+        let Some(e) = engine.as_mut() else { continue };
+        let ok = run(e, job);
+        if !ok {
+            engine = None;
+        }
+    }
+}
+
+/// Answers a job with `err`.
+fn fail(job: Job, err: JobError) {
+    match job {
+        Job::Begin(_, reply) => drop(reply.send(Err(err))),
+        Job::Finish(_, reply) => drop(reply.send(Err(err))),
+        Job::Sweep { reply, .. } => drop(reply.send(Err(err))),
+    }
+}
+
+/// Runs one job on `engine`; false when the store failed.
+fn run(engine: &mut Engine, job: Job) -> bool {
+    match job {
+        Job::Begin(req, reply) => {
+            let r = engine.begin(&req).map(|b| match b {
+                Begun::Answered(r) => Began::Answered(r),
+                Begun::Owned(a) => {
+                    let carrier = engine.call_carrier(&a);
+                    Began::Owned(a, carrier)
+                }
+            });
+            let ok = r.is_ok();
+            let _ = reply.send(r.map_err(JobError::from));
+            ok
+        }
+        Job::Finish(parts, reply) => {
+            let (attempt, carrier, die) = *parts;
+            let r = engine.finish(&attempt, &carrier, die);
+            let ok = r.is_ok();
+            let _ = reply.send(r.map_err(JobError::from));
+            ok
+        }
+        Job::Sweep {
+            batch,
+            max_batches,
+            count,
+            reply,
+        } => {
+            let mut keys = Vec::new();
+            let r = engine.sweep_collect(batch, max_batches, &mut keys);
+            let ok = r.is_ok();
+            let r = r.map_err(JobError::from).map(|purged| {
+                let keys_in_store = if count {
+                    engine.store().count_keys().ok()
+                } else {
+                    None
+                };
+                Swept {
+                    batches: (purged / u64::from(batch.max(1)) + 1).min(u64::from(max_batches)),
+                    keys,
+                    keys_in_store,
+                }
+            });
+            let _ = reply.send(r);
+            ok
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scaled_clock_runs_faster_and_converts_back_to_the_wall() {
+        let c = ScaledClock::new(3600.0);
+        assert_eq!(c.wall(86_400_000), std::time::Duration::from_secs(24));
+        let a = c.now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(
+            c.now_ms() - a >= 7_000,
+            "2 ms of wall time is 7.2 s of engine time"
+        );
+    }
+}

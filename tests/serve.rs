@@ -1,0 +1,705 @@
+//! `idemcalc serve` over real HTTP: the built binary on a free port per test, driven with
+//! reqwest and `curl`, on SQLite, PostgreSQL (a scratch schema) and Redis (a scratch prefix).
+
+mod common;
+
+use common::{PG_URL_VAR, REDIS_URL_VAR};
+use reqwest::blocking::{Client, RequestBuilder};
+use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::net::TcpStream;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#;
+const OTHER_BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1500,"service":"ground"}"#;
+const TOKEN: &str = "tok-fulfilment";
+
+/// A running server: killed (SIGTERM, then SIGKILL) if the test ends without stopping it.
+struct Server {
+    child: Option<Child>,
+    base: String,
+    addr: String,
+    stderr: std::path::PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `idemcalc serve --listen 127.0.0.1:0 --store STORE --callers FILE ARGS…`, once it listens.
+    fn start(store: &str, args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let callers = dir.path().join("callers");
+        std::fs::write(
+            &callers,
+            format!("# test callers\n{TOKEN} fulfilment\n\ntok-returns returns\n"),
+        )
+        .unwrap();
+        let stderr = dir.path().join("stderr");
+        let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .arg("--callers")
+            .arg(&callers)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let base = line
+            .trim()
+            .strip_prefix("listening on ")
+            .unwrap_or_else(|| {
+                let _ = child.kill();
+                panic!(
+                    "no listening line: {line:?}; stderr: {}",
+                    std::fs::read_to_string(&stderr).unwrap_or_default()
+                )
+            })
+            .to_string();
+        let addr = base.trim_start_matches("http://").to_string();
+        Server {
+            child: Some(child),
+            base,
+            addr,
+            stderr,
+            dir,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    fn post(&self, client: &Client, key: Option<&str>, body: &str) -> RequestBuilder {
+        let mut r = client
+            .post(self.url("/labels"))
+            .bearer_auth(TOKEN)
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(k) = key {
+            r = r.header("idempotency-key", k);
+        }
+        r
+    }
+
+    fn metric(&self, client: &Client, name: &str) -> f64 {
+        let text = client
+            .get(self.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
+    }
+
+    /// SIGTERM, then the exit code and everything the server said on stderr.
+    fn stop(mut self) -> (Option<i32>, String) {
+        let child = self.child.take().unwrap();
+        signal(&child, libc::SIGTERM);
+        let (code, _) = common::wait_within(child, Duration::from_secs(60));
+        (
+            code,
+            std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGTERM);
+            for _ in 0..200 {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let _ = &self.dir;
+    }
+}
+
+fn signal(child: &Child, sig: i32) {
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
+}
+
+/// A client that opens a connection per request: a kept-alive one could be closed by the
+/// server's header deadline just as a test reuses it.
+fn client() -> Client {
+    Client::builder()
+        .timeout(Duration::from_secs(60))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
+/// The stores every status-table test runs on: SQLite always, PostgreSQL and Redis when their
+/// variables are set (in CI they must be).
+fn stores(dir: &std::path::Path) -> Vec<String> {
+    let mut v = vec![format!("sqlite:{}", dir.join("store.sqlite").display())];
+    for var in [PG_URL_VAR, REDIS_URL_VAR] {
+        match std::env::var(var) {
+            Ok(url) if !url.trim().is_empty() => v.push(url),
+            _ => {
+                assert!(
+                    std::env::var_os("CI").is_none(),
+                    "CI is set but {var} is not"
+                );
+                eprintln!("*** {var} is not set: serve on that store SKIPPED");
+            }
+        }
+    }
+    v
+}
+
+fn problem(r: reqwest::blocking::Response, status: u16, code: &str) -> serde_json::Value {
+    assert_eq!(r.status().as_u16(), status, "{code}");
+    assert_eq!(
+        r.headers()["content-type"],
+        "application/problem+json",
+        "{code}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&r.text().unwrap()).unwrap();
+    assert_eq!(v["type"], format!("/problems/{code}"), "{v}");
+    assert_eq!(v["status"], status, "{v}");
+    assert!(v["title"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+    assert!(v["detail"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+    v
+}
+
+/// Every row of the seed's status table, and the header rules around it, on each store.
+#[test]
+fn every_row_of_the_status_table_over_http_on_every_store() {
+    let dir = tempfile::tempdir().unwrap();
+    for store in stores(dir.path()) {
+        let s = Server::start(&store, &["--test-hooks"]);
+        status_table(&s);
+        let (code, err) = s.stop();
+        assert_eq!(code, Some(0), "{store}: {err}");
+        assert!(err.contains("hold is released"), "{err}");
+    }
+}
+
+fn status_table(s: &Server) {
+    let c = client();
+    // 401: no token, an unknown token; never a default caller.
+    let r = c
+        .post(s.url("/labels"))
+        .header("idempotency-key", "\"k\"")
+        .body(BODY)
+        .send()
+        .unwrap();
+    assert!(r.headers().contains_key("www-authenticate"));
+    problem(r, 401, "unauthenticated");
+    let r = c
+        .post(s.url("/labels"))
+        .bearer_auth("nope")
+        .header("idempotency-key", "\"k\"")
+        .body(BODY)
+        .send()
+        .unwrap();
+    problem(r, 401, "unauthenticated");
+    // 400 idempotency_key_missing, and its type resolves to documentation.
+    let v = problem(
+        s.post(&c, None, BODY).send().unwrap(),
+        400,
+        "idempotency_key_missing",
+    );
+    let doc = c.get(s.url(v["type"].as_str().unwrap())).send().unwrap();
+    assert_eq!(doc.status().as_u16(), 200);
+    assert!(doc.text().unwrap().contains("Idempotency-Key"));
+    // 201 first run, with the key as an sf-string.
+    let first = s
+        .post(&c, Some("\"label:918273:1:v1\""), BODY)
+        .send()
+        .unwrap();
+    assert_eq!(first.status().as_u16(), 201);
+    assert!(!first.headers().contains_key("idempotent-replayed"));
+    let first_body = first.bytes().unwrap();
+    let label: serde_json::Value = serde_json::from_slice(&first_body).unwrap();
+    assert_eq!(label["order_id"], 918273);
+    // 201 replay: the bare spelling names the same key; the saved body byte for byte.
+    let again = s.post(&c, Some("label:918273:1:v1"), BODY).send().unwrap();
+    assert_eq!(again.status().as_u16(), 201);
+    assert_eq!(again.headers()["idempotent-replayed"], "true");
+    assert_eq!(again.bytes().unwrap(), first_body);
+    // 422: another body; the same body on another path (method and path are hashed).
+    let v = problem(
+        s.post(&c, Some("\"label:918273:1:v1\""), OTHER_BODY)
+            .send()
+            .unwrap(),
+        422,
+        "idempotency_key_reused",
+    );
+    assert_eq!(v["code"], "idempotency_key_reused");
+    let r = c
+        .post(s.url("/v1/labels"))
+        .bearer_auth(TOKEN)
+        .header("idempotency-key", "\"label:918273:1:v1\"")
+        .body(BODY)
+        .send()
+        .unwrap();
+    problem(r, 422, "idempotency_key_reused");
+    // Two key headers, a malformed sf-string.
+    let r = s
+        .post(&c, Some("\"a\""), BODY)
+        .header("idempotency-key", "\"a\"")
+        .send()
+        .unwrap();
+    problem(r, 400, "idempotency_key_multiple");
+    problem(
+        s.post(&c, Some("\"abc"), BODY).send().unwrap(),
+        400,
+        "idempotency_key_malformed",
+    );
+    // Malformed JSON: 400 with the position.
+    let v = problem(
+        s.post(&c, Some("\"bad-json\""), "{\"order_id\": 1,,}")
+            .send()
+            .unwrap(),
+        400,
+        "validation_failed",
+    );
+    assert!(v["detail"].as_str().unwrap().contains("column"), "{v}");
+    // 409: an attempt died after the carrier call and holds the lease (30 s).
+    let died = s
+        .post(&c, Some("\"label:5:1:v1\""), &BODY.replace("918273", "5"))
+        .header("idemcalc-test-die", "after-carrier")
+        .send();
+    assert!(died.is_err(), "a dead handler answers nothing: {died:?}");
+    let r = s
+        .post(&c, Some("\"label:5:1:v1\""), &BODY.replace("918273", "5"))
+        .send()
+        .unwrap();
+    let retry_after: u64 = r.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=30).contains(&retry_after), "{retry_after}");
+    let v = problem(r, 409, "request_in_progress");
+    assert!(
+        v["retry_after_ms"]
+            .as_u64()
+            .is_some_and(|ms| ms > 0 && ms <= 30_000),
+        "{v}"
+    );
+    // curl: the replay again, headers and all.
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "-X", "POST", &s.url("/labels")])
+        .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["-H", "Idempotency-Key: \"label:918273:1:v1\""])
+        .args(["--data-binary", BODY])
+        .output()
+        .expect("curl is installed");
+    let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(text.starts_with("http/1.1 201"), "{text}");
+    assert!(text.contains("idempotent-replayed: true"), "{text}");
+    assert!(
+        text.ends_with(&String::from_utf8_lossy(&first_body).to_ascii_lowercase()),
+        "{text}"
+    );
+    let out = Command::new("curl")
+        .args(["-sS", "-i", "-X", "POST", &s.url("/labels")])
+        .args(["-H", &format!("Authorization: Bearer {TOKEN}")])
+        .args(["--data-binary", BODY])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_ascii_lowercase();
+    assert!(
+        text.starts_with("http/1.1 400") && text.contains("application/problem+json"),
+        "{text}"
+    );
+    assert_eq!(
+        c.get(s.url("/healthz")).send().unwrap().status().as_u16(),
+        200
+    );
+    problem(c.get(s.url("/nope")).send().unwrap(), 404, "not_found");
+    problem(
+        c.get(s.url("/labels")).send().unwrap(),
+        405,
+        "method_not_allowed",
+    );
+    assert_eq!(
+        s.metric(
+            &c,
+            r#"idemcalc_requests_total{status="201",outcome="created"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        s.metric(
+            &c,
+            r#"idemcalc_requests_total{status="201",outcome="replayed"}"#
+        ),
+        2.0
+    );
+}
+
+/// The seed's lease-takeover timeline over HTTP: attempt 1 buys the label and dies; retries get
+/// 409 with Retry-After until the lease expires; then a retry takes over and the carrier's key
+/// hands back the same label. One label, one purchase, one takeover.
+#[test]
+fn the_lease_takeover_timeline_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    // The seed's 30 s lease at 10x: 3 s of wall time.
+    let s = Server::start(
+        &format!("sqlite:{}", path.display()),
+        &["--test-hooks", "--time-scale", "10"],
+    );
+    let c = client();
+    let key = Some("\"label:918273:1:v1\"");
+    let died = s
+        .post(&c, key, BODY)
+        .header("idemcalc-test-die", "after-carrier")
+        .send();
+    assert!(died.is_err(), "{died:?}");
+    let mut conflicts = 0;
+    let last = loop {
+        let r = s.post(&c, key, BODY).send().unwrap();
+        if r.status().as_u16() != 409 {
+            break r;
+        }
+        conflicts += 1;
+        assert!(r.headers().contains_key("retry-after"));
+        let v: serde_json::Value = serde_json::from_str(&r.text().unwrap()).unwrap();
+        let wait = v["retry_after_ms"].as_u64().unwrap();
+        assert!(wait <= 3_000, "{v}");
+        assert!(conflicts < 100, "the lease never expired");
+        std::thread::sleep(Duration::from_millis(wait.clamp(10, 500)));
+    };
+    assert!(conflicts >= 1);
+    assert_eq!(last.status().as_u16(), 201);
+    assert!(
+        !last.headers().contains_key("idempotent-replayed"),
+        "a takeover runs, it is no replay"
+    );
+    let label: serde_json::Value = serde_json::from_str(&last.text().unwrap()).unwrap();
+    assert_eq!(
+        label["label_id"], "L-1",
+        "the carrier's first label, replayed"
+    );
+    assert_eq!(label["tracking_no"], "GRD000918273");
+    assert_eq!(s.metric(&c, "idemcalc_takeovers_total"), 1.0);
+    assert_eq!(
+        s.metric(&c, "idemcalc_takeovers_while_owner_alive_total"),
+        0.0
+    );
+    assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 1.0);
+    assert_eq!(s.metric(&c, "idemcalc_carrier_replays_total"), 1.0);
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+    use idemcalc::store::Store as _;
+    assert_eq!(store.count_labels().unwrap(), 1);
+}
+
+/// `--time-scale 3600 --retention 24h`: a completed key is swept after about 24 s, sent again it
+/// is new, and `/metrics` counts one request with a purged key.
+#[test]
+fn a_key_swept_on_the_scaled_clock_is_new_again_and_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        &format!("sqlite:{}", dir.path().join("store.sqlite").display()),
+        &["--time-scale", "3600", "--retention", "24h"],
+    );
+    let c = client();
+    let key = Some("\"label:918273:1:v1\"");
+    assert_eq!(s.post(&c, key, BODY).send().unwrap().status().as_u16(), 201);
+    let replay = s.post(&c, key, BODY).send().unwrap();
+    assert_eq!(replay.headers()["idempotent-replayed"], "true");
+    let mut polls = 0;
+    while s.metric(&c, "idemcalc_sweeper_rows_total") < 1.0 {
+        polls += 1;
+        assert!(polls < 1200, "nothing swept in two minutes");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(s.metric(&c, "idemcalc_keys_in_store"), 0.0);
+    let again = s.post(&c, key, BODY).send().unwrap();
+    assert_eq!(again.status().as_u16(), 201);
+    assert!(
+        !again.headers().contains_key("idempotent-replayed"),
+        "treated as new"
+    );
+    assert_eq!(s.metric(&c, "idemcalc_purged_key_requests_total"), 1.0);
+    assert_eq!(s.stop().0, Some(0));
+}
+
+/// A body over the limit, a slow-loris head, a stalled body and a thousand idle connections:
+/// each is cut off or refused while other clients are answered.
+#[test]
+fn limits_leave_the_server_answering_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::start(
+        &format!("sqlite:{}", dir.path().join("store.sqlite").display()),
+        &["--header-timeout", "1s", "--body-timeout", "1s"],
+    );
+    let c = client();
+    let ok = |key: &str| {
+        let r = s
+            .post(
+                &c,
+                Some(&format!("\"{key}\"")),
+                &BODY.replace("918273", &key[1..]),
+            )
+            .send()
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201, "{key}");
+    };
+    // A 10 MB body: 413 from its declared length, before a byte of it is read.
+    let mut big = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        big,
+        "POST /labels HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\nIdempotency-Key: \"big\"\r\nContent-Length: {}\r\n\r\n",
+        10 << 20
+    )
+    .unwrap();
+    let mut answer = String::new();
+    big.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let _ = big.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 413"), "{answer}");
+    assert!(
+        answer.contains("application/problem+json") && answer.contains("body_too_large"),
+        "{answer}"
+    );
+    ok("k1");
+    // A thousand idle connections, then another client.
+    let idle: Vec<TcpStream> = (0..1000)
+        .map(|_| TcpStream::connect(&s.addr).unwrap())
+        .collect();
+    ok("k2");
+    drop(idle);
+    // Slow-loris: one byte of the head every 100 ms is cut off by the header deadline.
+    let mut loris = TcpStream::connect(&s.addr).unwrap();
+    loris
+        .set_read_timeout(Some(Duration::from_millis(100)))
+        .unwrap();
+    let head = b"POST /labels HTTP/1.1\r\nHost: x\r\nX-Slow: ";
+    let mut closed = false;
+    for i in 0..600 {
+        if loris.write_all(&[head[i.min(head.len() - 1)]]).is_err() {
+            closed = true;
+            break;
+        }
+        let mut buf = [0u8; 64];
+        match loris.read(&mut buf) {
+            Ok(0) => {
+                closed = true;
+                break;
+            }
+            Ok(_) => {}
+            Err(e)
+                if e.kind() == std::io::ErrorKind::WouldBlock
+                    || e.kind() == std::io::ErrorKind::TimedOut => {}
+            Err(_) => {
+                closed = true;
+                break;
+            }
+        }
+        if i == 5 {
+            ok("k3");
+        }
+    }
+    assert!(closed, "the slow-loris connection was never closed");
+    // A stalled body: 408.
+    let mut stall = TcpStream::connect(&s.addr).unwrap();
+    write!(
+        stall,
+        "POST /labels HTTP/1.1\r\nHost: x\r\nConnection: close\r\nAuthorization: Bearer {TOKEN}\r\nIdempotency-Key: \"stall\"\r\nContent-Length: 100\r\n\r\n{{\"order"
+    )
+    .unwrap();
+    let mut answer = String::new();
+    stall
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let _ = stall.read_to_string(&mut answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("body_timeout"), "{answer}");
+    ok("k4");
+    assert_eq!(s.stop().0, Some(0));
+}
+
+/// SIGTERM while a request is in flight (the carrier takes 1 s): the request still gets its
+/// 201, and the server exits 0 having released the store.
+#[test]
+fn sigterm_drains_the_request_in_flight() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let s = Server::start(
+        &format!("sqlite:{}", path.display()),
+        &["--carrier-latency", "1s"],
+    );
+    let c = client();
+    let req = s.post(&c, Some("\"drain\""), BODY);
+    let flight = std::thread::spawn(move || req.send().map(|r| r.status().as_u16()));
+    while s.metric(&c, "idemcalc_in_flight") < 1.0 {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (code, err) = s.stop();
+    assert_eq!(flight.join().unwrap().unwrap(), 201, "{err}");
+    assert_eq!(code, Some(0), "{err}");
+    // Released: the store opens again in this process.
+    idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+}
+
+/// Bad flags and files exit 2 naming them, before anything listens.
+#[test]
+fn bad_input_is_refused_naming_the_flag() {
+    let dir = tempfile::tempdir().unwrap();
+    let callers = dir.path().join("callers");
+    std::fs::write(&callers, "only-a-token\n").unwrap();
+    let c = callers.to_str().unwrap();
+    for (args, needle) in [
+        (vec!["serve", "--callers", c], ":1: expected `TOKEN CALLER`"),
+        (vec!["serve"], "--callers"),
+        (
+            vec![
+                "serve",
+                "--trust-caller-header",
+                "x-caller",
+                "--listen",
+                "0.0.0.0:0",
+            ],
+            "loopback",
+        ),
+        (
+            vec!["serve", "--callers", c, "--time-scale", "0"],
+            "--time-scale",
+        ),
+        (
+            vec!["serve", "--callers", c, "--retention", "1h,2h"],
+            "one retention",
+        ),
+    ] {
+        let (code, _, err) = common::idemcalc(&args);
+        assert_eq!(code, Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+}
+
+/// A store that stops answering (its key table locked by another session): the request gets
+/// 503 with Retry-After within the statement's deadline, never a 201, other routes keep
+/// answering, and once the lock is gone the same retry creates the label.
+#[test]
+fn a_locked_postgres_store_answers_503_within_its_deadline_and_recovers() {
+    let url = match std::env::var(PG_URL_VAR) {
+        Ok(url) if !url.trim().is_empty() => url,
+        _ => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "CI is set but {PG_URL_VAR} is not"
+            );
+            eprintln!("*** {PG_URL_VAR} is not set: SKIPPED");
+            return;
+        }
+    };
+    let schema = format!(
+        "t_serve_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    );
+    let s = Server::start(&format!("{url}?schema={schema}"), &["--pool", "2"]);
+    let c = client();
+    assert_eq!(
+        s.post(&c, Some("\"a\""), BODY)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        201
+    );
+    let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();
+    let mut tx = admin.transaction().unwrap();
+    tx.batch_execute(&format!(
+        "LOCK TABLE {schema}.idempotency_keys IN ACCESS EXCLUSIVE MODE"
+    ))
+    .unwrap();
+    let body = BODY.replace("918273", "2");
+    let r = s.post(&c, Some("\"b\""), &body).send().unwrap();
+    assert!(r.headers().contains_key("retry-after"));
+    let v = problem(r, 503, "store_unavailable");
+    assert!(
+        v["detail"].as_str().unwrap().contains("lock_timeout"),
+        "{v}"
+    );
+    assert_eq!(
+        c.get(s.url("/healthz")).send().unwrap().status().as_u16(),
+        200
+    );
+    tx.rollback().unwrap();
+    let r = s.post(&c, Some("\"b\""), &body).send().unwrap();
+    assert_eq!(r.status().as_u16(), 201);
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+    admin
+        .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
+        .unwrap();
+}
+
+/// A Redis server that stops answering (`CLIENT PAUSE`, a server of the test's own): the
+/// request gets 503 with Retry-After when the store's read deadline passes, never a 201, the
+/// routes that need no store keep answering, and once the server answers again so does the
+/// service.
+#[test]
+fn a_paused_redis_store_answers_503_and_the_service_recovers() {
+    let Some(redis) = common::OwnRedis::start() else {
+        return;
+    };
+    let s = Server::start(&redis.url, &["--pool", "1"]);
+    let c = client();
+    assert_eq!(
+        s.post(&c, Some("\"a\""), BODY)
+            .send()
+            .unwrap()
+            .status()
+            .as_u16(),
+        201
+    );
+    let mut admin = ::redis::Client::open(redis.url.as_str())
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let _: () = ::redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg("9000")
+        .arg("ALL")
+        .query(&mut admin)
+        .unwrap();
+    assert_eq!(
+        c.get(s.url("/healthz")).send().unwrap().status().as_u16(),
+        200
+    );
+    let r = s
+        .post(&c, Some("\"b\""), &BODY.replace("918273", "2"))
+        .send()
+        .unwrap();
+    assert!(r.headers().contains_key("retry-after"));
+    problem(r, 503, "store_unavailable");
+    let mut tries = 0;
+    loop {
+        let r = s
+            .post(&c, Some("\"c\""), &BODY.replace("918273", "3"))
+            .send()
+            .unwrap();
+        match r.status().as_u16() {
+            201 => break,
+            503 => {}
+            other => panic!("{other}: {}", r.text().unwrap()),
+        }
+        tries += 1;
+        assert!(tries < 120, "the service never recovered");
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+}
