@@ -107,9 +107,10 @@ impl Baseline {
         };
         match &mut self.store {
             SqliteWriter::PerTransaction(s) => {
-                let location = s.path().display().to_string();
+                // The location is written out only for an error, as the engine's store does.
+                let path = s.path();
                 let err = |source| StoreError::Sqlite {
-                    location: location.clone(),
+                    location: path.display().to_string(),
                     source,
                 };
                 // The store's own transaction: cached BEGIN IMMEDIATE and COMMIT, as the engine's.
@@ -121,10 +122,11 @@ impl Baseline {
                 Ok(r)
             }
             SqliteWriter::Group(g) => {
-                let location = g.describe();
                 let tx = timed(times, begin, || g.begin_logical())?;
-                let (r, end) = f(tx.connection(), times)
-                    .map_err(|source| StoreError::Sqlite { location, source })?;
+                let (r, end) = f(tx.connection(), times).map_err(|source| StoreError::Sqlite {
+                    location: g.describe(),
+                    source,
+                })?;
                 if let End::Commit = end {
                     timed(times, commit, || tx.commit_logical())?;
                 }
