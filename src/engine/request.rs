@@ -54,15 +54,26 @@ impl LabelRequest {
     /// through the ECMAScript number formatting RFC 8785 prescribes. `body_json_is_rfc_8785`
     /// holds this against the canonicaliser.
     pub fn body_json(&self) -> String {
-        let mut weight = ryu_js::Buffer::new();
-        format!(
-            r#"{{"label_version":{},"order_id":{},"parcel_no":{},"service":"{}","weight_g":{}}}"#,
-            self.label_version,
-            self.order_id,
-            self.parcel_no,
-            self.service.name(),
-            weight.format(self.weight_g)
-        )
+        let mut text = String::with_capacity(128);
+        self.write_body_json(&mut |part| text.push_str(part));
+        text
+    }
+
+    /// [`LabelRequest::body_json`]'s text in pieces, so the request hash takes them as they
+    /// are written, with no `String` and no formatting machinery in between.
+    fn write_body_json(&self, out: &mut impl FnMut(&str)) {
+        let mut digits = [0u8; 20];
+        out(r#"{"label_version":"#);
+        out(decimal(self.label_version, &mut digits));
+        out(r#","order_id":"#);
+        out(decimal(self.order_id, &mut digits));
+        out(r#","parcel_no":"#);
+        out(decimal(self.parcel_no, &mut digits));
+        out(r#","service":""#);
+        out(self.service.name());
+        out(r#"","weight_g":"#);
+        out(ryu_js::Buffer::new().format(self.weight_g));
+        out("}");
     }
 
     /// The seed's derived key: `label:918273:1:v1`.
@@ -72,6 +83,26 @@ impl LabelRequest {
             self.order_id, self.parcel_no, self.label_version
         )
     }
+}
+
+/// `n` in decimal, as `format!("{n}")` writes it, in `buf`.
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    // Digits and a sign are ASCII.
+    std::str::from_utf8(&buf[i..]).unwrap_or_default()
 }
 
 /// A key refused before anything is touched; each has its own code.
@@ -411,16 +442,15 @@ pub fn hash_and_validate(
     body: &str,
 ) -> ([u8; 32], Result<LabelRequest, Invalid>) {
     let validated = validate(body);
-    let canonical = match &validated {
-        Ok(label) => label.body_json(),
-        Err(_) => body.to_string(),
-    };
     let mut h = Sha256::new();
     h.update(method.as_bytes());
     h.update(b"\n");
     h.update(path.as_bytes());
     h.update(b"\n");
-    h.update(canonical.as_bytes());
+    match &validated {
+        Ok(label) => label.write_body_json(&mut |part| h.update(part.as_bytes())),
+        Err(_) => h.update(body.as_bytes()),
+    }
     (h.finalize().into(), validated)
 }
 
@@ -486,6 +516,25 @@ mod tests {
                 });
                 assert_eq!(r.body_json(), canonical_json(&v), "{r:?}");
             }
+        }
+    }
+
+    #[test]
+    fn decimal_writes_what_format_writes() {
+        let mut buf = [0u8; 20];
+        for n in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            918_273,
+            -3,
+            i64::MAX,
+            i64::MIN,
+            9_007_199_254_740_991,
+        ] {
+            assert_eq!(decimal(n, &mut buf), n.to_string());
         }
     }
 
