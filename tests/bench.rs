@@ -1052,3 +1052,116 @@ fn the_paired_ratio_interval_and_the_comparison_follow_the_samples() {
     assert_eq!(better.verdict, Verdict::Improved);
     assert!(!better.fails);
 }
+
+/// `--per-statement` (issue 37, as `pgbench -r`): each of the seed's statements is timed on
+/// both sides, and the table lists them. Counts only: the latencies are the machine's.
+fn assert_per_statement(report: &bench::Report, baseline_timed: bool) {
+    let table = bench::render_table(report);
+    assert!(report.ok, "{table}");
+    let p = report
+        .per_statement
+        .as_ref()
+        .unwrap_or_else(|| panic!("no per-statement figures:\n{table}"));
+    assert!(table.contains("per-statement latency"), "{table}");
+    let mut sides = vec![("engine", &p.engine)];
+    if baseline_timed {
+        sides.push(("baseline", &p.baseline));
+    } else {
+        assert!(p.baseline.is_empty());
+    }
+    for (side, rows) in sides {
+        let count = |name: &str| {
+            rows.iter()
+                .find(|r| r.statement == name)
+                .map_or(0, |r| r.count)
+        };
+        for name in [
+            "txn 1 BEGIN",
+            "txn 1 INSERT key ON CONFLICT DO NOTHING",
+            "txn 1 SELECT key (on conflict)",
+            "txn 1 UPDATE take over lease",
+            "txn 1 COMMIT",
+            "txn 2 BEGIN",
+            "txn 2 UPDATE complete key",
+            "txn 2 INSERT label",
+            "txn 2 COMMIT",
+        ] {
+            assert!(count(name) > 0, "{side}: no `{name}` timed:\n{table}");
+        }
+        // Every create runs each statement of txn 2 once, and only the measured runs are
+        // timed (the warm-up's statements are forgotten), so the counts are the runs' creates.
+        let runs = if side == "engine" {
+            &report.runs.engine
+        } else {
+            &report.runs.baseline
+        };
+        let created: u64 = runs.iter().map(|r| r.creates).sum();
+        assert_eq!(
+            count("txn 2 UPDATE complete key"),
+            created,
+            "{side}:\n{table}"
+        );
+        assert_eq!(count("txn 2 INSERT label"), created, "{side}:\n{table}");
+        assert!(count("txn 1 BEGIN") >= count("txn 1 INSERT key ON CONFLICT DO NOTHING"));
+        for r in rows {
+            assert!(r.p50_us <= r.p99_us, "{r:?}");
+            assert!(table.contains(&r.statement), "{table}");
+        }
+    }
+}
+
+#[test]
+fn per_statement_latency_times_each_statement_of_both_sides() {
+    let config = BenchConfig {
+        per_statement: true,
+        ..small(None, None)
+    };
+    assert_per_statement(&bench::run(&config).unwrap(), true);
+    let config = BenchConfig {
+        per_statement: true,
+        ..small(Some(GroupPolicy::default()), None)
+    };
+    assert_per_statement(&bench::run(&config).unwrap(), true);
+    if let Some(url) = pg_url() {
+        let config = BenchConfig {
+            per_statement: true,
+            ..repeated(Some(url), 2)
+        };
+        assert_per_statement(&bench::run(&config).unwrap(), true);
+    }
+    if let Some(url) = redis_url() {
+        let config = BenchConfig {
+            per_statement: true,
+            ..repeated(Some(url), 2)
+        };
+        assert_per_statement(&bench::run(&config).unwrap(), false);
+    }
+    // Off by default: no timing, nothing in the report or its JSON.
+    let report = bench::run(&small(None, None)).unwrap();
+    assert!(report.per_statement.is_none());
+    assert!(
+        serde_json::to_value(&report).unwrap()["per_statement"].is_null(),
+        "per_statement is left out of the JSON when not asked for"
+    );
+}
+
+/// The create loop that `scripts/callgrind-create` counts instructions of (issue 40): each side
+/// makes exactly the creates asked for, through the bench's own services, on a pre-filled store.
+#[test]
+fn the_create_loop_makes_exactly_its_creates_on_both_sides() {
+    use idemcalc::bench::creates::{CreateLoop, Side};
+    for side in [Side::Engine, Side::Baseline] {
+        let dir = tempfile::tempdir().unwrap();
+        let mut l = CreateLoop::open(side, dir.path(), 200).unwrap();
+        assert_eq!(l.run(150).unwrap(), 150);
+        assert_eq!(l.run(50).unwrap(), 50);
+        let store = l.store();
+        assert_eq!(store.count_labels().unwrap(), 400);
+        assert_eq!(store.count_keys().unwrap(), 400);
+        let inv = store.invariants().unwrap();
+        assert!(inv.integrity_ok && inv.completed_without_label == 0);
+        assert_eq!(inv.max_labels_per_parcel, 1);
+    }
+    assert_eq!(Side::parse("engine"), Some(Side::Engine));
+    assert_eq!(Side::parse("nope"), None);
+}

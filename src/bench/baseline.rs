@@ -8,12 +8,14 @@
 
 use super::fill::{CALLER, COST_CENTS, RETENTION_MS, label_body, tracking_no};
 use super::serve::{Job, Service};
+use super::statements::{Statement, StatementTimes, timed_if as timed};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::store::group::GroupCommitStore;
+use crate::store::sqlite::OwnTx;
 use crate::store::sqlite::sql::{COMPLETE_KEY, INSERT_KEY, INSERT_LABEL, SELECT_KEY, TAKE_OVER};
 use crate::store::{SqliteStore, Store, StoreError};
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 /// The engine's default lease, so baseline claims look like the engine's.
 const LEASE_MS: Millis = 30_000;
@@ -68,6 +70,8 @@ enum Claim {
 pub struct Baseline {
     store: SqliteWriter,
     next_token: u128,
+    /// `--per-statement`: where each statement's latency goes.
+    times: Option<StatementTimes>,
 }
 
 impl Baseline {
@@ -75,43 +79,56 @@ impl Baseline {
         Self {
             store,
             next_token: 1,
+            times: None,
         }
+    }
+
+    /// The same baseline with its statements timed into `times`.
+    pub fn timed(self, times: Option<StatementTimes>) -> Self {
+        Self { times, ..self }
     }
 
     pub fn store(&mut self) -> &mut dyn Store {
         self.store.as_store()
     }
 
-    /// Runs `f` in one transaction (or logical transaction), ending it as `f` says.
+    /// Runs `f` in one transaction (or logical transaction), ending it as `f` says; `second`
+    /// for txn 2, whose `BEGIN` and `COMMIT` are timed as its own.
     fn tx<R>(
         &mut self,
-        f: impl FnOnce(&Connection) -> rusqlite::Result<(R, End)>,
+        second: bool,
+        f: impl FnOnce(&Connection, Option<&StatementTimes>) -> rusqlite::Result<(R, End)>,
     ) -> Result<R, StoreError> {
+        let times = self.times.as_ref();
+        let (begin, commit) = if second {
+            (Statement::Begin2, Statement::Commit2)
+        } else {
+            (Statement::Begin1, Statement::Commit1)
+        };
         match &mut self.store {
             SqliteWriter::PerTransaction(s) => {
-                let location = s.path().display().to_string();
+                // The location is written out only for an error, as the engine's store does.
+                let path = s.path();
                 let err = |source| StoreError::Sqlite {
-                    location: location.clone(),
+                    location: path.display().to_string(),
                     source,
                 };
-                let tx = rusqlite::Transaction::new_unchecked(
-                    s.connection(),
-                    TransactionBehavior::Immediate,
-                )
-                .map_err(err)?;
-                let (r, end) = f(&tx).map_err(err)?;
+                // The store's own transaction: cached BEGIN IMMEDIATE and COMMIT, as the engine's.
+                let tx = timed(times, begin, || OwnTx::begin(s.connection())).map_err(err)?;
+                let (r, end) = f(&tx, times).map_err(err)?;
                 if let End::Commit = end {
-                    tx.commit().map_err(err)?;
+                    timed(times, commit, || tx.commit()).map_err(err)?;
                 }
                 Ok(r)
             }
             SqliteWriter::Group(g) => {
-                let location = g.describe();
-                let tx = g.begin_logical()?;
-                let (r, end) =
-                    f(tx.connection()).map_err(|source| StoreError::Sqlite { location, source })?;
+                let tx = timed(times, begin, || g.begin_logical())?;
+                let (r, end) = f(tx.connection(), times).map_err(|source| StoreError::Sqlite {
+                    location: g.describe(),
+                    source,
+                })?;
                 if let End::Commit = end {
-                    tx.commit_logical()?;
+                    timed(times, commit, || tx.commit_logical())?;
                 }
                 Ok(r)
             }
@@ -124,23 +141,26 @@ impl Baseline {
         let now = SystemClock.now_ms();
         let token = self.next_token.to_le_bytes();
         self.next_token += 1;
-        let claim = self.tx(|c| {
-            let inserted = c.prepare_cached(INSERT_KEY)?.execute(params![
-                CALLER,
-                key,
-                &NO_HASH[..],
-                now + LEASE_MS,
-                &token[..],
-                now,
-                now + RETENTION_MS
-            ])?;
+        let claim = self.tx(false, |c, times| {
+            let inserted = timed(times, Statement::InsertKey, || {
+                c.prepare_cached(INSERT_KEY)?.execute(params![
+                    CALLER,
+                    key,
+                    &NO_HASH[..],
+                    now + LEASE_MS,
+                    &token[..],
+                    now,
+                    now + RETENTION_MS
+                ])
+            })?;
             if inserted == 1 {
                 return Ok((Claim::Owned, End::Commit));
             }
-            let row = c
-                .prepare_cached(SELECT_KEY)?
-                .query_row(params![CALLER, key], read_key_row)
-                .optional()?;
+            let row = timed(times, Statement::SelectOnConflict, || {
+                c.prepare_cached(SELECT_KEY)?
+                    .query_row(params![CALLER, key], read_key_row)
+                    .optional()
+            })?;
             let Some((state, locked_until)) = row else {
                 return Ok((Claim::Answered(Outcome::InProgress), End::Rollback));
             };
@@ -150,12 +170,14 @@ impl Baseline {
             if locked_until.is_some_and(|until| until > now) {
                 return Ok((Claim::Answered(Outcome::InProgress), End::Rollback));
             }
-            c.prepare_cached(TAKE_OVER)?.execute(params![
-                CALLER,
-                key,
-                now + LEASE_MS,
-                &token[..]
-            ])?;
+            timed(times, Statement::TakeOver, || {
+                c.prepare_cached(TAKE_OVER)?.execute(params![
+                    CALLER,
+                    key,
+                    now + LEASE_MS,
+                    &token[..]
+                ])
+            })?;
             Ok((Claim::Owned, End::Commit))
         })?;
         if let Claim::Answered(outcome) = claim {
@@ -163,19 +185,23 @@ impl Baseline {
         }
         let label_id = format!("B-{order_id}");
         let body = label_body(&label_id, order_id);
-        self.tx(|c| {
-            let done = c.prepare_cached(COMPLETE_KEY)?.execute(params![
-                CALLER,
-                key,
-                201,
-                body,
-                now + RETENTION_MS,
-                &token[..]
-            ])?;
+        self.tx(true, |c, times| {
+            let done = timed(times, Statement::CompleteKey, || {
+                c.prepare_cached(COMPLETE_KEY)?.execute(params![
+                    CALLER,
+                    key,
+                    201,
+                    body,
+                    now + RETENTION_MS,
+                    &token[..]
+                ])
+            })?;
             if done != 1 {
                 return Ok((Outcome::InProgress, End::Rollback));
             }
-            insert_label(c, &label_id, order_id, key)?;
+            timed(times, Statement::InsertLabel, || {
+                insert_label(c, &label_id, order_id, key)
+            })?;
             Ok((Outcome::Created, End::Commit))
         })
     }

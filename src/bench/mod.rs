@@ -17,6 +17,7 @@
 mod baseline;
 pub mod ceiling;
 pub mod checkpoint;
+pub mod creates;
 pub mod fill;
 pub mod mix;
 pub mod pg;
@@ -24,6 +25,7 @@ pub mod redis;
 mod report;
 pub mod runs;
 mod serve;
+pub mod statements;
 
 pub use baseline::{Baseline, SqliteWriter};
 pub use report::{
@@ -42,6 +44,7 @@ use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
 use serve::{Commits, Counters, Plan, Service, Tally};
+use statements::{PerStatement, StatementTimes, timed, timer};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -119,6 +122,8 @@ pub struct BenchConfig {
     pub pgbench: bool,
     /// On PostgreSQL, the key table's layout (`--sweeper`); no sweeper runs during a bench.
     pub sweeper: Sweeper,
+    /// Time each statement of both sides (`--per-statement`, as `pgbench -r`).
+    pub per_statement: bool,
 }
 
 impl Default for BenchConfig {
@@ -143,6 +148,7 @@ impl Default for BenchConfig {
             pool_size: 8,
             pgbench: true,
             sweeper: Sweeper::Delete,
+            per_statement: false,
         }
     }
 }
@@ -297,6 +303,8 @@ struct Side {
     /// The warm-up: not measured, but its labels and problems count in the checks.
     warm: Tally,
     baseline: bool,
+    /// `--per-statement`: where its statements' latencies go.
+    times: Option<StatementTimes>,
 }
 
 impl Side {
@@ -305,6 +313,7 @@ impl Side {
         commits: Commits,
         layout: &Layout,
         baseline: bool,
+        times: Option<StatementTimes>,
     ) -> Self {
         Self {
             services,
@@ -313,6 +322,7 @@ impl Side {
             tally: Tally::new(),
             warm: Tally::new(),
             baseline,
+            times,
         }
     }
 
@@ -337,6 +347,9 @@ impl Side {
         };
         let t = serve::run_slice(&mut self.services, &self.commits, &plan);
         if slice_no == 0 {
+            if let Some(times) = &self.times {
+                times.reset();
+            }
             self.warm.absorb(t);
             return None;
         }
@@ -546,18 +559,28 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
             Checkpointer::start(&baseline_path, config.synchronous, CHECKPOINT_INTERVAL)?,
         )),
     };
+    let (engine_times, baseline_times) = (timer(config.per_statement), timer(config.per_statement));
     let engine = Engine::new(
-        engine_store,
+        timed(engine_store, &engine_times),
         carrier(config),
         Arc::new(SystemClock),
         EngineConfig::default(),
     );
-    let mut engine_side = Side::new(vec![Box::new(engine)], engine_commits, &layout, false);
+    let mut engine_side = Side::new(
+        vec![Box::new(engine)],
+        engine_commits,
+        &layout,
+        false,
+        engine_times,
+    );
     let mut baseline_side = Side::new(
-        vec![Box::new(Baseline::new(baseline_store))],
+        vec![Box::new(
+            Baseline::new(baseline_store).timed(baseline_times.clone()),
+        )],
         baseline_commits,
         &layout,
         true,
+        baseline_times,
     );
     let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
@@ -666,7 +689,12 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         config,
         &layout,
         || Ok(Box::new(engine_pool.get()?)),
-        || Ok(Box::new(pg::PgBaseline::new(baseline_pool.get()?)?)),
+        true,
+        |times| {
+            Ok(Box::new(
+                pg::PgBaseline::new(baseline_pool.get()?)?.timed(times),
+            ))
+        },
     )?;
     let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
 
@@ -739,7 +767,9 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
         config,
         &layout,
         || Ok(Box::new(open(0)?)),
-        || Ok(Box::new(redis::RedisBaseline::new(open(1)?))),
+        // The Redis baseline's commands are not timed one by one.
+        false,
+        |_| Ok(Box::new(redis::RedisBaseline::new(open(1)?))),
     )?;
     let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
     let measured = Measured {
@@ -859,6 +889,14 @@ fn finish(
         machine: Machine::now(m.load_before),
         store,
         wal_checkpointed: m.wal_checkpointed,
+        per_statement: engine.times.as_ref().map(|t| PerStatement {
+            engine: t.rows(),
+            baseline: baseline
+                .times
+                .as_ref()
+                .map(|t| t.rows())
+                .unwrap_or_default(),
+        }),
     }))
 }
 
@@ -868,23 +906,38 @@ fn pooled_sides(
     config: &BenchConfig,
     layout: &Layout,
     mut engine_store: impl FnMut() -> Result<Box<dyn Store>, BenchError>,
-    mut baseline: impl FnMut() -> Result<Box<dyn Service>, BenchError>,
+    baseline_timed: bool,
+    mut baseline: impl FnMut(Option<StatementTimes>) -> Result<Box<dyn Service>, BenchError>,
 ) -> Result<(Side, Side), BenchError> {
     let carrier = carrier(config);
+    let engine_times = timer(config.per_statement);
+    let baseline_times = timer(config.per_statement).filter(|_| baseline_timed);
     let mut engines: Vec<Box<dyn Service>> = Vec::new();
     let mut baselines = Vec::new();
     for _ in 0..config.pool_size {
         engines.push(Box::new(Engine::new(
-            engine_store()?,
+            timed(engine_store()?, &engine_times),
             carrier.clone(),
             Arc::new(SystemClock),
             EngineConfig::default(),
         )));
-        baselines.push(baseline()?);
+        baselines.push(baseline(baseline_times.clone())?);
     }
     Ok((
-        Side::new(engines, Commits::PerTransaction, layout, false),
-        Side::new(baselines, Commits::PerTransaction, layout, true),
+        Side::new(
+            engines,
+            Commits::PerTransaction,
+            layout,
+            false,
+            engine_times,
+        ),
+        Side::new(
+            baselines,
+            Commits::PerTransaction,
+            layout,
+            true,
+            baseline_times,
+        ),
     ))
 }
 

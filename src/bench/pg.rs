@@ -13,6 +13,7 @@ use super::fill::{
 };
 use super::mix::Kind;
 use super::serve::{Job, Service};
+use super::statements::{Statement as Step, StatementTimes, timed_if as timed};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::engine::request::request_hash;
@@ -164,6 +165,7 @@ fn fill_chunk(
 pub struct PgBaseline {
     store: PostgresStore,
     st: BaselineStatements,
+    times: Option<StatementTimes>,
 }
 
 struct BaselineStatements {
@@ -199,43 +201,60 @@ impl PgBaseline {
             })
         })();
         let st = prepared.map_err(|e| pg_err(&store, e))?;
-        Ok(Self { store, st })
+        Ok(Self {
+            store,
+            st,
+            times: None,
+        })
+    }
+
+    /// The same baseline with its statements timed into `times` (`--per-statement`).
+    pub fn timed(self, times: Option<StatementTimes>) -> Self {
+        Self { times, ..self }
     }
 
     /// One CreateLabel as bare SQL: txn 1 (claim, or read and decide), then txn 2 (complete the
     /// key and insert the label) when the key was claimed or taken over.
     pub fn create(&mut self, order_id: i64, key: &str) -> Result<Outcome, String> {
         let client = self.store.client().map_err(|e| e.to_string())?;
-        create(client, &self.st, order_id, key).map_err(|e| crate::store::postgres::pg_message(&e))
+        create(client, &self.st, self.times.as_ref(), order_id, key)
+            .map_err(|e| crate::store::postgres::pg_message(&e))
     }
 }
 
 fn create(
     client: &mut postgres::Client,
     st: &BaselineStatements,
+    times: Option<&StatementTimes>,
     order_id: i64,
     key: &str,
 ) -> Result<Outcome, postgres::Error> {
     let now = SystemClock.now_ms();
     let token = Uuid::new_v4();
-    let mut tx = client.transaction()?;
-    if let Some(lock) = &st.claim_lock {
-        tx.execute(lock, &[&CALLER, &key])?;
-    }
-    let inserted = tx.execute(
-        &st.insert_key,
-        &[
-            &CALLER,
-            &key,
-            &&[0u8; 32][..],
-            &to_time(now + LEASE_MS),
-            &token,
-            &to_time(now),
-            &to_time(now + RETENTION_MS),
-        ],
-    )?;
+    let mut tx = timed(times, Step::Begin1, || client.transaction())?;
+    // With partitions the claim's advisory lock is part of the claim, as in the store.
+    let inserted = timed(times, Step::InsertKey, || {
+        if let Some(lock) = &st.claim_lock {
+            tx.execute(lock, &[&CALLER, &key])?;
+        }
+        tx.execute(
+            &st.insert_key,
+            &[
+                &CALLER,
+                &key,
+                &&[0u8; 32][..],
+                &to_time(now + LEASE_MS),
+                &token,
+                &to_time(now),
+                &to_time(now + RETENTION_MS),
+            ],
+        )
+    })?;
     if inserted != 1 {
-        let Some(row) = tx.query_opt(&st.lock_key, &[&CALLER, &key])? else {
+        let row = timed(times, Step::SelectOnConflict, || {
+            tx.query_opt(&st.lock_key, &[&CALLER, &key])
+        })?;
+        let Some(row) = row else {
             return Ok(Outcome::InProgress);
         };
         // Every column read, as the engine does.
@@ -253,43 +272,49 @@ fn create(
         if locked_until.is_some_and(|until| until > to_time(now)) {
             return Ok(Outcome::InProgress);
         }
-        tx.execute(
-            &st.take_over,
-            &[&CALLER, &key, &to_time(now + LEASE_MS), &token],
-        )?;
+        timed(times, Step::TakeOver, || {
+            tx.execute(
+                &st.take_over,
+                &[&CALLER, &key, &to_time(now + LEASE_MS), &token],
+            )
+        })?;
     }
-    tx.commit()?;
+    timed(times, Step::Commit1, || tx.commit())?;
     let label_id = format!("B-{order_id}");
     let body = label_body(&label_id, order_id);
-    let mut tx = client.transaction()?;
-    let done = tx.execute(
-        &st.complete_key,
-        &[
-            &CALLER,
-            &key,
-            &201i32,
-            &body,
-            &to_time(now + RETENTION_MS),
-            &token,
-        ],
-    )?;
+    let mut tx = timed(times, Step::Begin2, || client.transaction())?;
+    let done = timed(times, Step::CompleteKey, || {
+        tx.execute(
+            &st.complete_key,
+            &[
+                &CALLER,
+                &key,
+                &201i32,
+                &body,
+                &to_time(now + RETENTION_MS),
+                &token,
+            ],
+        )
+    })?;
     if done != 1 {
         return Ok(Outcome::InProgress);
     }
-    tx.execute(
-        &st.insert_label,
-        &[
-            &label_id,
-            &order_id,
-            &1i64,
-            &1i64,
-            &tracking_no(order_id),
-            &COST_CENTS,
-            &key,
-            &CALLER,
-        ],
-    )?;
-    tx.commit()?;
+    timed(times, Step::InsertLabel, || {
+        tx.execute(
+            &st.insert_label,
+            &[
+                &label_id,
+                &order_id,
+                &1i64,
+                &1i64,
+                &tracking_no(order_id),
+                &COST_CENTS,
+                &key,
+                &CALLER,
+            ],
+        )
+    })?;
+    timed(times, Step::Commit2, || tx.commit())?;
     Ok(Outcome::Created)
 }
 

@@ -291,6 +291,9 @@ pub struct Report {
     pub engine: SideReport,
     pub baseline: SideReport,
     pub machine: Machine,
+    /// `--per-statement`: each statement's latency over the measured runs, per side.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub per_statement: Option<super::statements::PerStatement>,
 }
 
 pub(super) type SideParts<'a> = (
@@ -333,6 +336,7 @@ pub(super) struct Parts<'a> {
     pub machine: Machine,
     pub store: StoreParts,
     pub wal_checkpointed: Option<bool>,
+    pub per_statement: Option<super::statements::PerStatement>,
 }
 
 fn per_s(t: &Tally) -> f64 {
@@ -488,6 +492,7 @@ impl Report {
             engine,
             baseline,
             machine,
+            per_statement: p.per_statement,
         }
     }
 }
@@ -525,6 +530,9 @@ pub fn render_table(r: &Report) -> String {
     write_figures(&mut out, r);
     write_side_notes(&mut out, r);
     write_pgbench(&mut out, r);
+    if let Some(p) = &r.per_statement {
+        super::statements::render(p, &mut out);
+    }
     let _ = writeln!(out);
     write_checks(&mut out, r);
     write_interruption(&mut out, r);

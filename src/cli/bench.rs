@@ -137,6 +137,11 @@ pub struct BenchArgs {
     /// bench's 24 h retention).
     #[arg(long, default_value = "6h", value_parser = crate::duration::clap_parse)]
     pub partition_period: Duration,
+    /// Time each statement of both sides and print their latencies (as `pgbench -r`): txn 1's
+    /// BEGIN, claim insert, select on conflict, takeover and COMMIT; txn 2's BEGIN, completion,
+    /// label insert and COMMIT. Adds two clock reads per statement to both sides.
+    #[arg(long)]
+    pub per_statement: bool,
     /// Completed keys (with their labels) in each store before the run.
     #[arg(long, default_value_t = BenchConfig::default().prefill_keys)]
     pub prefill: u64,
@@ -170,6 +175,7 @@ impl BenchArgs {
             },
             prefill_keys: self.prefill,
             pool_size: self.pool,
+            per_statement: self.per_statement,
             sweeper: match self.sweeper {
                 SweeperArg::Delete => Sweeper::Delete,
                 SweeperArg::Partitions => Sweeper::Partitions {

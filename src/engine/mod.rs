@@ -495,7 +495,7 @@ impl Engine {
                     drop(tx);
                     return self.lost_lease(a);
                 }
-                let mut body = body.clone();
+                let mut body = body;
                 if let Some(row) = &label
                     && let Some(existing) = tx.insert_label(row)?
                 {

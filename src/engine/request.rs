@@ -54,15 +54,26 @@ impl LabelRequest {
     /// through the ECMAScript number formatting RFC 8785 prescribes. `body_json_is_rfc_8785`
     /// holds this against the canonicaliser.
     pub fn body_json(&self) -> String {
-        let mut weight = ryu_js::Buffer::new();
-        format!(
-            r#"{{"label_version":{},"order_id":{},"parcel_no":{},"service":"{}","weight_g":{}}}"#,
-            self.label_version,
-            self.order_id,
-            self.parcel_no,
-            self.service.name(),
-            weight.format(self.weight_g)
-        )
+        let mut text = String::with_capacity(128);
+        self.write_body_json(&mut |part| text.push_str(part));
+        text
+    }
+
+    /// [`LabelRequest::body_json`]'s text in pieces, so the request hash takes them as they
+    /// are written, with no `String` and no formatting machinery in between.
+    fn write_body_json(&self, out: &mut impl FnMut(&str)) {
+        let mut digits = [0u8; 20];
+        out(r#"{"label_version":"#);
+        out(decimal(self.label_version, &mut digits));
+        out(r#","order_id":"#);
+        out(decimal(self.order_id, &mut digits));
+        out(r#","parcel_no":"#);
+        out(decimal(self.parcel_no, &mut digits));
+        out(r#","service":""#);
+        out(self.service.name());
+        out(r#"","weight_g":"#);
+        out(ryu_js::Buffer::new().format(self.weight_g));
+        out("}");
     }
 
     /// The seed's derived key: `label:918273:1:v1`.
@@ -72,6 +83,26 @@ impl LabelRequest {
             self.order_id, self.parcel_no, self.label_version
         )
     }
+}
+
+/// `n` in decimal, as `format!("{n}")` writes it, in `buf`.
+fn decimal(n: i64, buf: &mut [u8; 20]) -> &str {
+    let mut i = buf.len();
+    let mut m = n.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (m % 10) as u8;
+        m /= 10;
+        if m == 0 {
+            break;
+        }
+    }
+    if n < 0 {
+        i -= 1;
+        buf[i] = b'-';
+    }
+    // Digits and a sign are ASCII.
+    std::str::from_utf8(&buf[i..]).unwrap_or_default()
 }
 
 /// A key refused before anything is touched; each has its own code.
@@ -287,7 +318,66 @@ fn positive_integer(obj: &Map<String, Value>, field: &str, max: i64) -> Result<i
     }
 }
 
+/// The body as the seed's clients send it: an object of the five fields, each once, the
+/// integers as JSON integers and the service as a plain string. Parsed straight into its fields,
+/// with no `Value`, map or string built, for the common case only: any body this does not take
+/// (another shape, a duplicate or unknown field, `2.0` for an integer, an escaped service, a
+/// value out of range) goes through [`validate`]'s general path, which names what is wrong.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plain<'a> {
+    order_id: i64,
+    parcel_no: i64,
+    #[serde(default = "first_version")]
+    label_version: i64,
+    weight_g: f64,
+    service: &'a str,
+}
+
+fn first_version() -> i64 {
+    1
+}
+
+/// [`validate`]'s answer for a body of the common shape (see [`Plain`]), or `None` to take the
+/// general path. It accepts only what the general path accepts, with the same values:
+/// `plain_and_general_validation_agree` holds the two together.
+fn validate_plain(body: &str) -> Option<LabelRequest> {
+    // serde's derived struct would also take an array of the five values; the general path
+    // refuses anything but an object.
+    if !body
+        .trim_start_matches([' ', '\t', '\n', '\r'])
+        .starts_with('{')
+    {
+        return None;
+    }
+    let p: Plain<'_> = serde_json::from_str(body).ok()?;
+    let in_range = |n: i64, max: i64| (1..=max).contains(&n);
+    let valid = in_range(p.order_id, MAX_ORDER_ID)
+        && in_range(p.parcel_no, MAX_EXACT_INTEGER)
+        && in_range(p.label_version, MAX_EXACT_INTEGER)
+        && p.weight_g > 0.0
+        && p.weight_g.is_finite();
+    if !valid {
+        return None;
+    }
+    Some(LabelRequest {
+        order_id: p.order_id,
+        parcel_no: p.parcel_no,
+        label_version: p.label_version,
+        weight_g: p.weight_g,
+        service: Service::parse(p.service)?,
+    })
+}
+
 pub fn validate(body: &str) -> Result<LabelRequest, Invalid> {
+    match validate_plain(body) {
+        Some(label) => Ok(label),
+        None => validate_general(body),
+    }
+}
+
+/// Validation of any body, through a strict parse into a `Value`: names the field at fault.
+fn validate_general(body: &str) -> Result<LabelRequest, Invalid> {
     let v = parse_strict(body)?;
     let obj = v
         .as_object()
@@ -352,16 +442,15 @@ pub fn hash_and_validate(
     body: &str,
 ) -> ([u8; 32], Result<LabelRequest, Invalid>) {
     let validated = validate(body);
-    let canonical = match &validated {
-        Ok(label) => label.body_json(),
-        Err(_) => body.to_string(),
-    };
     let mut h = Sha256::new();
     h.update(method.as_bytes());
     h.update(b"\n");
     h.update(path.as_bytes());
     h.update(b"\n");
-    h.update(canonical.as_bytes());
+    match &validated {
+        Ok(label) => label.write_body_json(&mut |part| h.update(part.as_bytes())),
+        Err(_) => h.update(body.as_bytes()),
+    }
     (h.finalize().into(), validated)
 }
 
@@ -427,6 +516,25 @@ mod tests {
                 });
                 assert_eq!(r.body_json(), canonical_json(&v), "{r:?}");
             }
+        }
+    }
+
+    #[test]
+    fn decimal_writes_what_format_writes() {
+        let mut buf = [0u8; 20];
+        for n in [
+            0,
+            1,
+            -1,
+            9,
+            10,
+            918_273,
+            -3,
+            i64::MAX,
+            i64::MIN,
+            9_007_199_254_740_991,
+        ] {
+            assert_eq!(decimal(n, &mut buf), n.to_string());
         }
     }
 
@@ -502,6 +610,50 @@ mod tests {
             canonical_json(&v),
             "[1e+21,1e-7,0.000001,0,4.5,10000000000000000]"
         );
+    }
+
+    /// The plain path takes a body only when the general path takes it too, with the same
+    /// values; every other body goes to the general path and gets its error.
+    #[test]
+    fn plain_and_general_validation_agree() {
+        let bodies = [
+            r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"label_version":2,"order_id":1,"parcel_no":9007199254740991,"service":"express","weight_g":0.5}"#,
+            r#" { "service" : "overnight", "weight_g": 1.45e3, "parcel_no": 3, "order_id": 999999999 } "#,
+            r#"{"order_id":918273,"parcel_no":1.0,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":918273,"parcel_no":2e0,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"gr\u006fund"}"#,
+            r#"{"order\u005fid":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":918273,"order_id":918274,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground","extra":1}"#,
+            r#"[918273,1,1,1450,"ground"]"#,
+            r#"{"order_id":1000000000,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":0,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":-3,"parcel_no":1,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":9007199254740992,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":18446744073709551615,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":1,"label_version":null,"weight_g":1450,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":-0,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":1e400,"service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":"9","service":"ground"}"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":9,"service":"teleport"}"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":9,"service":"ground"} x"#,
+            r#"{"order_id":1,"parcel_no":1,"weight_g":9}"#,
+            r#"{}"#,
+            r#""#,
+        ];
+        let mut plain = 0;
+        for body in bodies {
+            let general = validate_general(body);
+            if let Some(label) = validate_plain(body) {
+                plain += 1;
+                assert_eq!(general, Ok(label), "{body}");
+            }
+            assert_eq!(validate(body), general, "{body}");
+        }
+        // The first three, and the one whose field name is escaped (`order\u005fid` is
+        // `order_id` to both paths).
+        assert_eq!(plain, 4, "the plain path takes the plain bodies");
     }
 
     #[test]

@@ -334,8 +334,54 @@ fn explain(e: &rusqlite::Error) -> String {
 /// opened and will end itself (group commit's savepoints, `store::group`), so both run the very
 /// same statements.
 enum Scope<'c> {
-    Own(rusqlite::Transaction<'c>),
+    Own(OwnTx<'c>),
     Enclosed(&'c Connection),
+}
+
+/// A write transaction of its own: `BEGIN IMMEDIATE`, then `COMMIT`, or `ROLLBACK` when dropped
+/// unfinished, as `rusqlite::Transaction` does, but through cached statements: rusqlite's own
+/// parses and compiles `BEGIN` and `COMMIT` anew each time (`execute_batch`), four compilations
+/// per create that the seed's SQL does not need.
+pub struct OwnTx<'c> {
+    conn: &'c Connection,
+    finished: bool,
+}
+
+impl<'c> OwnTx<'c> {
+    pub fn begin(conn: &'c Connection) -> rusqlite::Result<Self> {
+        conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Self {
+            conn,
+            finished: false,
+        })
+    }
+
+    pub fn commit(mut self) -> rusqlite::Result<()> {
+        self.conn.prepare_cached("COMMIT")?.execute([])?;
+        self.finished = true;
+        Ok(())
+    }
+}
+
+impl std::ops::Deref for OwnTx<'_> {
+    type Target = Connection;
+
+    fn deref(&self) -> &Connection {
+        self.conn
+    }
+}
+
+impl Drop for OwnTx<'_> {
+    /// A transaction dropped without commit, or whose commit failed, is rolled back, unless
+    /// SQLite already ended it (an error that rolls back by itself).
+    fn drop(&mut self) {
+        if !self.finished && !self.conn.is_autocommit() {
+            let _ = self
+                .conn
+                .prepare_cached("ROLLBACK")
+                .and_then(|mut s| s.execute([]));
+        }
+    }
 }
 
 impl std::ops::Deref for Scope<'_> {
@@ -343,7 +389,7 @@ impl std::ops::Deref for Scope<'_> {
 
     fn deref(&self) -> &Connection {
         match self {
-            Scope::Own(tx) => tx,
+            Scope::Own(tx) => tx.conn,
             Scope::Enclosed(conn) => conn,
         }
     }
@@ -651,9 +697,12 @@ impl Tx for SqliteTx<'_> {
     }
 
     fn commit(self: Box<Self>) -> Result<(), StoreError> {
-        let location = self.location.display().to_string();
+        // The location is written out only for an error: a commit allocates nothing.
+        let location = self.location;
         match self.tx {
-            Scope::Own(tx) => tx.commit().map_err(|e| self_err(&location, e)),
+            Scope::Own(tx) => tx
+                .commit()
+                .map_err(|e| self_err(&location.display().to_string(), e)),
             // The caller that opened the enclosing transaction ends it.
             Scope::Enclosed(_) => Ok(()),
         }
@@ -663,10 +712,8 @@ impl Tx for SqliteTx<'_> {
 impl Store for SqliteStore {
     fn begin(&mut self) -> Result<Box<dyn Tx + '_>, StoreError> {
         let location = self.path.as_path();
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(|e| self_err(&location.display().to_string(), e))?;
+        let tx =
+            OwnTx::begin(&self.conn).map_err(|e| self_err(&location.display().to_string(), e))?;
         Ok(Box::new(SqliteTx {
             tx: Scope::Own(tx),
             location,

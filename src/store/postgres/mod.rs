@@ -240,7 +240,7 @@ impl Store for PostgresStore {
         }
         // Its own short transaction, committed with the hold's fence (see `PgTx::commit`). Not
         // retried: a DELETE whose answer was lost may have committed.
-        let commit = self.pool.inner.commit_sql();
+        let commit = self.pool.inner.commit_sql().to_string();
         let conn = self.conn()?;
         let guard = conn.guard.clone();
         let _armed = guard.arm("the sweeper's DELETE", deadline::SWEEP_TIMEOUT);

@@ -57,11 +57,17 @@ impl PoolInner {
     /// `statement; COMMIT`, with the hold's fence before the `COMMIT` when the schema is held:
     /// one message, so the check and the commit run together however long the client was
     /// stopped between its statements (see [`exclusive::Fence`]).
-    pub(super) fn commit_sql(&self) -> String {
-        match self._exclusive.as_ref().and_then(|h| h.pg_fence_sql()) {
+    pub(super) fn commit_sql(&self) -> &str {
+        &self.commit
+    }
+
+    /// [`PoolInner::commit_sql`]'s text, written once when the hold is taken rather than at
+    /// every commit.
+    fn write_commit_sql(&mut self) {
+        self.commit = match self._exclusive.as_ref().and_then(|h| h.pg_fence_sql()) {
             Some(fence) => format!("{fence}; COMMIT"),
             None => "COMMIT".to_string(),
-        }
+        };
     }
 
     /// A failed commit, as [`StoreError::Lost`] when the fence refused it (its division by
@@ -111,6 +117,8 @@ pub(super) struct PoolInner {
     pub(super) partitions: Mutex<BTreeSet<Millis>>,
     /// With partitions: the connection that creates them.
     pub(super) ddl: Mutex<Option<Client>>,
+    /// What ends a transaction (see [`PoolInner::commit_sql`]).
+    commit: String,
 }
 
 /// A connection pool (the `r2d2` crate) of at most `pool_size` connections, each handed out as
@@ -172,7 +180,9 @@ impl PgPool {
             _exclusive: None,
             partitions: Mutex::new(BTreeSet::new()),
             ddl: Mutex::new(None),
+            commit: String::new(),
         };
+        inner.write_commit_sql();
         // The first connection reports a refused or unreachable server with its own message;
         // then the schema is held (before anything touches it), then created or migrated before
         // any statement is prepared against its tables.
@@ -191,6 +201,7 @@ impl PgPool {
                 &options.schema,
                 &inner.location,
             )?);
+            inner.write_commit_sql();
         }
         inner.migrate(&mut client)?;
         if options.sweeper.partitioned() {
