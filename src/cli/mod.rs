@@ -7,6 +7,7 @@
 pub mod bench;
 pub(crate) mod estimate;
 pub(crate) mod fit;
+pub(crate) mod load;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod simulate;
@@ -53,6 +54,11 @@ pub(crate) enum Command {
     /// timeout fraction, late-retry distribution, key and response sizes; write them as a
     /// scenario file.
     Fit(fit::FitArgs),
+    /// Send the seed's client (open-model arrivals, a key per intent, deadlines, backoff, late
+    /// retries from the retry distribution) against a live idempotent HTTP API; report speed
+    /// per outcome and, checked from outside, duplicate labels, unexpected 422s and stuck
+    /// intents. Exits 1 when a budget is broken.
+    Load(load::LoadArgs),
 }
 
 /// Exit code for bad input.
@@ -73,6 +79,7 @@ pub fn main() -> i32 {
         Command::Report(args) => report::run(args),
         Command::Bench(args) => bench::run(args),
         Command::Fit(args) => fit::run(args),
+        Command::Load(args) => load::run(args),
     };
     match result {
         Ok(code) => code,
