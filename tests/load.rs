@@ -381,7 +381,7 @@ fn a_certificate_nobody_trusts_fails_each_attempt_by_name() {
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
     let certs = vec![CertificateDer::from_pem_slice(CERT_PEM.as_bytes()).unwrap()];
     let key = PrivateKeyDer::from_pem_slice(KEY_PEM.as_bytes()).unwrap();
-    let config = Arc::new(
+    let tls = Arc::new(
         rustls::ServerConfig::builder_with_provider(Arc::new(ring_provider()))
             .with_safe_default_protocol_versions()
             .unwrap()
@@ -393,12 +393,12 @@ fn a_certificate_nobody_trusts_fails_each_attempt_by_name() {
     let addr = listener.local_addr().unwrap();
     std::thread::spawn(move || {
         for tcp in listener.incoming().flatten() {
-            let config = config.clone();
+            let tls = tls.clone();
             std::thread::spawn(move || {
-                let conn = rustls::ServerConnection::new(config).unwrap();
+                let conn = rustls::ServerConnection::new(tls).unwrap();
                 let mut tls = rustls::StreamOwned::new(conn, tcp);
-                let mut buf = [0u8; 1024];
-                let _ = std::io::Read::read(&mut tls, &mut buf);
+                let mut sink = Vec::new();
+                let _ = std::io::Read::read_to_end(&mut tls, &mut sink);
             });
         }
     });

@@ -91,7 +91,7 @@ pub(super) struct LoadSummary {
 }
 
 /// Thresholds that fail the run (exit 1), as k6's thresholds do.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Budgets {
     /// p99 of the 2xx answers (first runs and replays), milliseconds.
     pub latency_ms_p99: Option<f64>,
@@ -101,17 +101,6 @@ pub struct Budgets {
     pub duplicate_labels: u64,
     /// Unexpected 422s allowed (this client never changes a body under a key).
     pub unexpected_422: u64,
-}
-
-impl Default for Budgets {
-    fn default() -> Self {
-        Budgets {
-            latency_ms_p99: None,
-            error_share: None,
-            duplicate_labels: 0,
-            unexpected_422: 0,
-        }
-    }
 }
 
 /// One budget checked.
