@@ -2,7 +2,6 @@
 //! against it (k6's thresholds: p99, error share, duplicates), and the terminal and Markdown
 //! text of the same figures.
 
-use super::tally::Counts;
 use crate::format::{Align, percent, rate_per_s, text_table, thousands};
 use crate::sim::replay::{Figure, Tally};
 use hdrhistogram::Histogram;
@@ -42,6 +41,29 @@ impl Percentiles {
             max: ms(h.max()),
         }
     }
+}
+
+/// Counts that are not per outcome.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub intents_started: u64,
+    pub dropped_intents: u64,
+    pub attempts_sent: u64,
+    pub retries_sent: u64,
+    /// Retries the late-retry distribution scheduled (after a timeout or a lost reply).
+    pub late_retries_scheduled: u64,
+    pub late_retries_not_sent: u64,
+    /// Backoff retries (409, 5xx, connection errors) that fell after the run's end.
+    pub backoff_retries_not_sent: u64,
+    pub attempts_dropped: u64,
+    pub lost_replies: u64,
+    /// Answers heard after their attempt's deadline, while the tool still listened.
+    pub late_replies: u64,
+    pub unexpected_422: u64,
+    /// 2xx answers without an identity at the template's pointer.
+    pub identity_missing: u64,
+    /// Labels handed to two different intents (another intent's saved answer replayed).
+    pub shared_labels: u64,
 }
 
 /// One intent that got two labels: its caller, the keys it sent, the identities it was given.
@@ -252,13 +274,7 @@ impl LoadReport {
         let r = &self.run;
         let c = &self.counts;
         let mut out = String::new();
-        let h = |t: &str| {
-            if md {
-                format!("## {t}\n\n")
-            } else {
-                format!("{t}\n")
-            }
-        };
+        let h = |t: &str| heading(t, md);
         if md {
             out.push_str("# idemcalc load\n\n");
         }
@@ -361,6 +377,14 @@ impl LoadReport {
             &rows,
             md,
         ));
+        out.push_str(&self.render_lists(md));
+        out
+    }
+
+    /// The errors, the duplicates by name and the budgets.
+    fn render_lists(&self, md: bool) -> String {
+        let mut out = String::new();
+        let h = |t: &str| heading(t, md);
         if !self.errors.is_empty() {
             out.push_str(&h("Errors"));
             let rows: Vec<Vec<String>> = self
@@ -399,6 +423,14 @@ impl LoadReport {
             md,
         ));
         out
+    }
+}
+
+fn heading(title: &str, md: bool) -> String {
+    if md {
+        format!("## {title}\n\n")
+    } else {
+        format!("{title}\n")
     }
 }
 

@@ -4,7 +4,7 @@
 //! checks from outside (duplicate labels, unexpected 422s, stuck intents) are made here once,
 //! when the run ends ([`Collector::finish`]).
 
-use super::summary::{Duplicate, LoadSummary, Percentiles, SecondRow, Stuck};
+use super::summary::{Counts, Duplicate, LoadSummary, Percentiles, SecondRow, Stuck};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::{BTreeMap, HashMap};
@@ -70,29 +70,6 @@ struct IntentLog {
     got_2xx: bool,
     started_s: f64,
     end: Option<End>,
-}
-
-/// Counts that are not per outcome.
-#[derive(Debug, Clone, Default, Serialize)]
-pub struct Counts {
-    pub intents_started: u64,
-    pub dropped_intents: u64,
-    pub attempts_sent: u64,
-    pub retries_sent: u64,
-    /// Retries the late-retry distribution scheduled (after a timeout or a lost reply).
-    pub late_retries_scheduled: u64,
-    pub late_retries_not_sent: u64,
-    /// Backoff retries (409, 5xx, connection errors) that fell after the run's end.
-    pub backoff_retries_not_sent: u64,
-    pub attempts_dropped: u64,
-    pub lost_replies: u64,
-    /// Answers heard after their attempt's deadline, while the tool still listened.
-    pub late_replies: u64,
-    pub unexpected_422: u64,
-    /// 2xx answers without an identity at the template's pointer.
-    pub identity_missing: u64,
-    /// Labels handed to two different intents (another intent's saved answer replayed).
-    pub shared_labels: u64,
 }
 
 /// Everything a run collected; one behind a mutex, shared by every task.
