@@ -40,14 +40,16 @@ enum Record {
     Done { body: Bytes, answer: String },
 }
 
+/// A (caller, key) pair.
+type Id = (String, String);
+/// The records, and the order they were made in (for eviction).
+type Records = (HashMap<Id, Record>, VecDeque<Id>);
+
 struct Service {
     flaw: Flaw,
     /// Every this-many-th run takes 400 ms, past the client's 250 ms deadline.
     slow_every: u64,
-    records: Mutex<(
-        HashMap<(String, String), Record>,
-        VecDeque<(String, String)>,
-    )>,
+    records: Mutex<Records>,
     runs: AtomicU64,
     callers_seen: Mutex<HashSet<String>>,
     headers_seen: Mutex<HashSet<String>>,
@@ -475,7 +477,7 @@ fn the_command_line_prints_json_and_exits_1_on_duplicates() {
     let bin = env!("CARGO_BIN_EXE_idemcalc");
     let good = TestServer::start(Flaw::None, 0);
     let out = std::process::Command::new(bin)
-        .args(["load", &good.url().to_string(), "--rate", "50"])
+        .args(["load", good.url().as_str(), "--rate", "50"])
         .args(["--duration", "1s", "--format", "json", "--quiet"])
         .args(["--time-scale", "100", "--lose-replies", "0.1"])
         .output()
@@ -492,7 +494,7 @@ fn the_command_line_prints_json_and_exits_1_on_duplicates() {
 
     let bad = TestServer::start(Flaw::ReclaimsInProgress, 3);
     let out = std::process::Command::new(bin)
-        .args(["load", &bad.url().to_string(), "--rate", "80"])
+        .args(["load", bad.url().as_str(), "--rate", "80"])
         .args(["--duration", "1500ms", "--format", "markdown", "--quiet"])
         .args(["--time-scale", "100", "--seed", "3"])
         .output()
