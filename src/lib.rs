@@ -12,6 +12,7 @@ pub mod engine;
 pub mod fit;
 pub mod format;
 pub mod input;
+pub mod load;
 pub mod model;
 pub mod output;
 pub mod payload;

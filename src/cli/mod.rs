@@ -7,6 +7,7 @@
 pub mod bench;
 pub(crate) mod estimate;
 pub(crate) mod fit;
+pub(crate) mod load;
 pub(crate) mod report;
 pub(crate) mod scenario;
 pub(crate) mod serve;
@@ -57,6 +58,11 @@ pub(crate) enum Command {
     /// Run the seed's Label service over HTTP (POST /labels with Idempotency-Key, /metrics,
     /// /healthz) on the engine and a store, with a sweeper on the wall clock.
     Serve(serve::ServeArgs),
+    /// Send the seed's client (open-model arrivals, a key per intent, deadlines, backoff, late
+    /// retries from the retry distribution) against a live idempotent HTTP API; report speed
+    /// per outcome and, checked from outside, duplicate labels, unexpected 422s and stuck
+    /// intents. Exits 1 when a budget is broken.
+    Load(load::LoadArgs),
 }
 
 /// Exit code for bad input.
@@ -78,6 +84,7 @@ pub fn main() -> i32 {
         Command::Bench(args) => bench::run(args),
         Command::Fit(args) => fit::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Load(args) => load::run(args),
     };
     match result {
         Ok(code) => code,

@@ -31,6 +31,17 @@ impl<const C: u8> Flags<C> {
         self.given.iter().any(|(n, _)| *n == id)
     }
 
+    /// Flags as if typed, without clap: what another subcommand passes on (`load` takes the
+    /// retry distribution's flags and reads them as `simulate` would).
+    pub fn given(pairs: &[(KnobId, &str)]) -> Self {
+        Flags {
+            given: pairs
+                .iter()
+                .map(|(k, v)| (*k, Raw::Text(v.to_string())))
+                .collect(),
+        }
+    }
+
     /// Test helper: flags as if typed, without clap, by knob name (a test panics on a name the
     /// table does not have).
     pub fn from_pairs(pairs: &[(&'static str, &str)]) -> Self {

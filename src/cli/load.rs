@@ -1,0 +1,239 @@
+//! `idemcalc load URL`: flags → [`LoadConfig`] → [`crate::load::run`] → text, JSON or
+//! Markdown → exit code (1 when a budget is broken).
+
+use crate::load::{self, Budgets, KeyPolicy, LoadConfig, Spacing, Template};
+use crate::run::Plan;
+use crate::settings::flags::Flags;
+use crate::settings::knobs::{KnobId, SIMULATE};
+use std::path::PathBuf;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LoadFormat {
+    Table,
+    Json,
+    Markdown,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ArrivalsArg {
+    Poisson,
+    Constant,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KeyPolicyArg {
+    /// `label:{order}:{parcel}:v{version}` (or the template's key pattern).
+    Derived,
+    /// A random UUID saved before the first attempt.
+    RandomSaved,
+    /// A new random key on every attempt: the seed's first failure mode, to see it caught.
+    NewPerAttempt,
+}
+
+fn duration_arg(text: &str) -> Result<Duration, String> {
+    crate::duration::clap_parse(text)
+}
+
+#[derive(Debug, clap::Args)]
+pub struct LoadArgs {
+    /// The target's base URL, e.g. http://127.0.0.1:8080 (the template's path is added).
+    pub url: String,
+    /// Intents started per second, whatever the server answers (open model). Default: the
+    /// --scenario's rate, else the seed's 400/s.
+    #[arg(long, value_name = "PER_S")]
+    pub rate: Option<f64>,
+    /// How intents are spaced: a Poisson process (as `simulate`) or evenly.
+    #[arg(long, value_enum, default_value = "poisson")]
+    pub arrivals: ArrivalsArg,
+    /// How long intents start, and retries are sent.
+    #[arg(long, value_parser = duration_arg, default_value = "1m")]
+    pub duration: Duration,
+    /// Seed of every random choice (arrivals, callers, lost replies, retry delays, keys).
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// The client's deadline per attempt. Default: the --scenario's, else the seed's 250ms.
+    #[arg(long, value_parser = duration_arg)]
+    pub deadline: Option<Duration>,
+    /// How long after an attempt's deadline the tool keeps listening for its answer, to see a
+    /// label made for an attempt its client gave up on.
+    #[arg(long, value_parser = duration_arg, default_value = "2s")]
+    pub observe: Duration,
+    /// Attempts per intent, the first included. Default: the --scenario's, else 4.
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Share of replies the network loses on the way back, after the server ran the call; the
+    /// client retries them late. Default: the --scenario's timeouts × done fraction, else the
+    /// seed's 0.1 % × 60 %.
+    #[arg(long, value_name = "FRACTION")]
+    pub lose_replies: Option<f64>,
+    /// How each intent's key is made.
+    #[arg(long, value_enum, default_value = "derived")]
+    pub key_policy: KeyPolicyArg,
+    /// Seconds of the target's clock per wall second (`idemcalc serve --time-scale`): late
+    /// retries come this many times sooner.
+    #[arg(long, default_value_t = 1.0)]
+    pub time_scale: f64,
+    /// The late-retry distribution as a CSV of `delay,cumulative fraction` (as `simulate`).
+    #[arg(long, value_name = "FILE")]
+    pub retry_cdf: Option<PathBuf>,
+    /// The earliest retry, below the distribution's first point (as `simulate`).
+    #[arg(long, value_name = "DURATION")]
+    pub retry_min_delay: Option<String>,
+    /// The latest retry, beyond the distribution's last point (as `simulate`).
+    #[arg(long, value_name = "DURATION")]
+    pub retry_horizon: Option<String>,
+    /// A scenario file (e.g. from `idemcalc fit`): its retry distribution, rate and client.
+    #[arg(long, value_name = "FILE")]
+    pub scenario: Option<PathBuf>,
+    /// A request template (TOML: method, path, key, key_header, key_format, identity, body,
+    /// [headers]); default: `idemcalc serve`'s POST /labels.
+    #[arg(long, value_name = "FILE")]
+    pub template: Option<PathBuf>,
+    /// JSON pointer to the label's identity in a 2xx body.
+    #[arg(long, value_name = "POINTER")]
+    pub identity: Option<String>,
+    /// A header on every request, 'Name: value' (repeatable, as curl's -H).
+    #[arg(long = "header", short = 'H', value_name = "LINE")]
+    pub headers: Vec<String>,
+    /// `TOKEN CALLER` per line (the same file as `serve --callers`): intents are spread over
+    /// the callers, each sending `Authorization: Bearer TOKEN`.
+    #[arg(long, value_name = "FILE")]
+    pub callers: Option<PathBuf>,
+    /// The first intent's order number. Default: the Unix time × 1,000,000, so a rerun
+    /// sends new keys.
+    #[arg(long)]
+    pub first_order: Option<i64>,
+    /// Requests open at once (the connection pool). Default: four deadlines of arrivals.
+    #[arg(long)]
+    pub max_in_flight: Option<usize>,
+    /// Speak HTTP/2 without TLS (h2c prior knowledge); over https HTTP/2 is negotiated.
+    #[arg(long)]
+    pub http2: bool,
+    /// Budget: p99 of the 2xx answers.
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION")]
+    pub budget_p99: Option<Duration>,
+    /// Budget: share of attempts answered with an error or nothing.
+    #[arg(long, value_name = "FRACTION")]
+    pub budget_error_share: Option<f64>,
+    /// Budget: duplicate labels allowed.
+    #[arg(long, default_value_t = 0)]
+    pub budget_duplicates: u64,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: LoadFormat,
+    /// No progress bar.
+    #[arg(long)]
+    pub quiet: bool,
+}
+
+impl LoadArgs {
+    /// The run's configuration; every error names its flag or file.
+    pub fn config(&self) -> anyhow::Result<LoadConfig> {
+        let url = reqwest::Url::parse(&self.url)
+            .map_err(|e| anyhow::anyhow!("URL `{}`: {e}", self.url))?;
+        // The retry distribution and the client's defaults come from the settings `simulate`
+        // would use (the scenario's, or the seed's), so both replay the same client.
+        let mut pairs: Vec<(KnobId, &str)> = Vec::new();
+        let cdf = self.retry_cdf.as_ref().map(|p| p.to_string_lossy());
+        if let Some(c) = &cdf {
+            pairs.push((KnobId::RetryCdf, c.as_ref()));
+        }
+        if let Some(d) = &self.retry_min_delay {
+            pairs.push((KnobId::RetryMinDelay, d));
+        }
+        if let Some(d) = &self.retry_horizon {
+            pairs.push((KnobId::RetryHorizon, d));
+        }
+        let flags = Flags::<SIMULATE>::given(&pairs);
+        let (settings, source) = match &self.scenario {
+            Some(path) => (
+                crate::scenario::Scenario::load(path)?.settings_under(&flags)?,
+                format!("--scenario {}", path.display()),
+            ),
+            None => (flags.settings()?, String::new()),
+        };
+        let plan = Plan::new(&settings)?;
+        let retry_source = match (&self.retry_cdf, source.is_empty()) {
+            (Some(p), _) => format!("--retry-cdf {}", p.display()),
+            (None, false) => source,
+            (None, true) => "the seed's table".into(),
+        };
+        let sim = settings.sim_config(settings.retentions().first().copied().unwrap_or(0.0));
+        // The scenario's rate, or the knob table's default (the seed's 400/s).
+        let rate = self.rate.unwrap_or(settings.traffic.rate_per_s);
+        let duration = self.duration;
+        let mut cfg = LoadConfig::seed(url, rate, duration);
+        cfg.spacing = match self.arrivals {
+            ArrivalsArg::Poisson => Spacing::Poisson,
+            ArrivalsArg::Constant => Spacing::Constant,
+        };
+        cfg.seed = self.seed;
+        let ms = |v: crate::clock::Millis| Duration::from_millis(v.max(0) as u64);
+        cfg.deadline = self.deadline.unwrap_or(ms(sim.deadline_ms));
+        cfg.observe = self.observe;
+        cfg.max_attempts = self.max_attempts.unwrap_or(sim.max_attempts);
+        cfg.backoff_base = ms(sim.backoff_base_ms);
+        cfg.backoff_cap = ms(sim.backoff_cap_ms);
+        cfg.retry = plan.retry;
+        cfg.retry_source = retry_source;
+        cfg.time_scale = self.time_scale;
+        cfg.lose_reply_fraction = self
+            .lose_replies
+            .unwrap_or(sim.timeout_fraction * sim.done_fraction);
+        cfg.key_policy = match self.key_policy {
+            KeyPolicyArg::Derived => KeyPolicy::Derived,
+            KeyPolicyArg::RandomSaved => KeyPolicy::RandomSaved,
+            KeyPolicyArg::NewPerAttempt => KeyPolicy::NewPerAttempt,
+        };
+        cfg.first_order = self.first_order.unwrap_or_else(load::first_order_now);
+        let mut template = match &self.template {
+            Some(path) => Template::from_file(path)?,
+            None => Template::default(),
+        };
+        if let Some(p) = &self.identity {
+            template
+                .set_identity(p)
+                .map_err(|e| anyhow::anyhow!("--identity: {e}"))?;
+        }
+        for line in &self.headers {
+            template.add_header_line(line)?;
+        }
+        cfg.template = template;
+        if let Some(path) = &self.callers {
+            cfg.callers = load::request::read_callers(path)?;
+        }
+        cfg.max_in_flight = self
+            .max_in_flight
+            .unwrap_or_else(|| load::default_max_in_flight(rate, cfg.deadline));
+        cfg.http2_prior_knowledge = self.http2;
+        if let Some(share) = self.budget_error_share
+            && !(0.0..=1.0).contains(&share)
+        {
+            anyhow::bail!("--budget-error-share {share}: must be a fraction in 0..1");
+        }
+        cfg.budgets = Budgets {
+            latency_ms_p99: self.budget_p99.map(|d| d.as_secs_f64() * 1000.0),
+            error_share: self.budget_error_share,
+            duplicate_labels: self.budget_duplicates,
+            ..Budgets::default()
+        };
+        cfg.check()?;
+        Ok(cfg)
+    }
+}
+
+pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
+    let cfg = args.config()?;
+    let bar = super::progress_bar(args.quiet, "load");
+    let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
+    let report = load::run(&cfg, &tick)?;
+    bar.finish_and_clear();
+    let text = match args.format {
+        LoadFormat::Table => report.text(),
+        LoadFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        LoadFormat::Markdown => report.markdown(),
+    };
+    super::print(&text)?;
+    Ok(if report.ok { 0 } else { super::EXIT_BUDGET })
+}

@@ -1,0 +1,378 @@
+//! `idemcalc load URL`: the seed's client replayed against a live idempotent HTTP API on the
+//! wall clock, its speed measured and its idempotency checked from outside.
+//!
+//! # Open model
+//! Intents start at `rate_per_s` (Poisson, from `traffic::Arrivals`, or evenly spaced),
+//! seeded, whatever the server answers: a slow server does not slow the arrivals, as in k6's
+//! arrival-rate executors and wrk2. Every latency counts from the attempt's intended start,
+//! so time spent waiting for the scheduler or the pool is in it (no coordinated omission).
+//! At most `max_in_flight` requests are open at once (the connection pool, sized to the
+//! rate times the attempt's life); an intent that finds no free slot when it is due is not
+//! started and is counted as dropped, as k6's `dropped_iterations`.
+//!
+//! # The client, and what is checked
+//! See [`client`]: one key per intent, a deadline per attempt, backoff, late retries from the
+//! late-retry distribution divided by `time_scale`. Every 2xx the tool sees for an intent
+//! (in time, after the deadline, or "lost" on the way to the client) gives the label's
+//! identity at the template's JSON pointer; two identities for one intent are a duplicate
+//! label, listed with its keys. A 422 is never expected: this client never changes a body.
+//!
+//! # Ending on time
+//! Arrivals and retries stop at `duration`; attempts still open then get their deadline and
+//! the observation window, and the run ends at the latest `deadline + observe + 1 s` after
+//! `duration`, whatever the server does.
+
+mod client;
+pub mod request;
+pub mod summary;
+mod tally;
+
+pub use crate::sim::replay::KeyPolicy;
+pub use request::{Caller, Template};
+pub use summary::{Budgets, LoadReport};
+pub use tally::Outcome;
+
+use crate::traffic::{Arrivals, RetryDelay};
+use rand::SeedableRng;
+use rand::rngs::StdRng;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How intents are spaced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Spacing {
+    /// A Poisson process (`traffic::Arrivals`), as `simulate` replays.
+    Poisson,
+    /// Exactly `1 / rate` apart, as wrk2 and oha send.
+    Constant,
+}
+
+/// Everything one run is asked.
+#[derive(Debug, Clone)]
+pub struct LoadConfig {
+    /// The target's base URL; the template's path is joined to it.
+    pub url: reqwest::Url,
+    pub rate_per_s: f64,
+    pub spacing: Spacing,
+    pub duration: Duration,
+    pub seed: u64,
+    /// The client's deadline for one attempt (the seed's 250 ms).
+    pub deadline: Duration,
+    /// How long after the deadline the tool keeps listening for the answer.
+    pub observe: Duration,
+    pub max_attempts: u32,
+    pub backoff_base: Duration,
+    pub backoff_cap: Duration,
+    pub retry: RetryDelay,
+    /// Seconds of the target's clock per wall second: late-retry delays are divided by it.
+    pub time_scale: f64,
+    /// Share of replies the network loses on the way back (the server ran the call).
+    pub lose_reply_fraction: f64,
+    pub key_policy: KeyPolicy,
+    /// The first intent's order number; intent `n` labels order `first_order + n`.
+    pub first_order: i64,
+    pub template: Template,
+    pub callers: Vec<Caller>,
+    pub max_in_flight: usize,
+    /// HTTP/2 without TLS negotiation (h2c); over TLS, HTTP/2 is negotiated by ALPN anyway.
+    pub http2_prior_knowledge: bool,
+    pub budgets: Budgets,
+    /// How the retry distribution was chosen, for the output.
+    pub retry_source: String,
+}
+
+impl LoadConfig {
+    /// The seed's client against `url` at `rate_per_s` for `duration`: 250 ms deadline, 4
+    /// attempts, backoff 100 ms doubling to 5 s (the simulated client's defaults), the seed's
+    /// retry table, and the seed's share of replies lost after the server ran the call
+    /// (timeouts × done fraction: 0.1 % × 60 %).
+    pub fn seed(url: reqwest::Url, rate_per_s: f64, duration: Duration) -> Self {
+        let sim = crate::sim::replay::SimConfig::default();
+        let ms = |v: crate::clock::Millis| Duration::from_millis(v.max(0) as u64);
+        let deadline = ms(sim.deadline_ms);
+        LoadConfig {
+            url,
+            rate_per_s,
+            spacing: Spacing::Poisson,
+            duration,
+            seed: sim.seed,
+            deadline,
+            observe: Duration::from_secs(2),
+            max_attempts: sim.max_attempts,
+            backoff_base: ms(sim.backoff_base_ms),
+            backoff_cap: ms(sim.backoff_cap_ms),
+            retry: RetryDelay::seed(),
+            time_scale: 1.0,
+            lose_reply_fraction: sim.timeout_fraction * sim.done_fraction,
+            key_policy: KeyPolicy::Derived,
+            first_order: 1,
+            template: Template::default(),
+            callers: Vec::new(),
+            max_in_flight: default_max_in_flight(rate_per_s, deadline),
+            http2_prior_knowledge: false,
+            budgets: Budgets::default(),
+            retry_source: "the seed's table".into(),
+        }
+    }
+
+    /// Refuses values the run cannot use; the message names the flag.
+    pub fn check(&self) -> anyhow::Result<()> {
+        let positive = |v: f64| v.is_finite() && v > 0.0;
+        if !positive(self.rate_per_s) || self.rate_per_s > 1e6 {
+            anyhow::bail!(
+                "--rate {}: must be above 0 and at most 1,000,000/s",
+                self.rate_per_s
+            );
+        }
+        if self.duration.is_zero() {
+            anyhow::bail!("--duration: must be above 0");
+        }
+        if self.deadline.is_zero() {
+            anyhow::bail!("--deadline: must be above 0");
+        }
+        if !positive(self.time_scale) {
+            anyhow::bail!("--time-scale {}: must be above 0", self.time_scale);
+        }
+        if !(0.0..=1.0).contains(&self.lose_reply_fraction) {
+            anyhow::bail!(
+                "--lose-replies {}: must be a fraction in 0..1",
+                self.lose_reply_fraction
+            );
+        }
+        if self.max_attempts == 0 || self.max_attempts > 100 {
+            anyhow::bail!("--max-attempts {}: must be 1..100", self.max_attempts);
+        }
+        if self.max_in_flight == 0 {
+            anyhow::bail!("--max-in-flight: must be at least 1");
+        }
+        let intents = self.rate_per_s * self.duration.as_secs_f64() * 1.5 + 1000.0;
+        if self.first_order < 0 || self.first_order as f64 + intents > MAX_ORDER as f64 {
+            anyhow::bail!(
+                "--first-order {}: the run's order numbers must stay within 0..2^53",
+                self.first_order
+            );
+        }
+        if !matches!(self.url.scheme(), "http" | "https") {
+            anyhow::bail!("URL {}: only http:// and https:// are spoken", self.url);
+        }
+        self.template.check(&request::Parcel {
+            order: self.first_order,
+            parcel: 1,
+            version: 1,
+        })
+    }
+}
+
+/// Order numbers stay within JSON's exact integers (the engine refuses larger ones).
+pub const MAX_ORDER: i64 = 1 << 53;
+
+/// Requests open at once: four deadlines' worth of arrivals (at least 32), so a server
+/// answering within the deadline never fills the pool, and one that stops answering fills it
+/// within a few deadlines instead of opening sockets without end.
+pub fn default_max_in_flight(rate_per_s: f64, deadline: Duration) -> usize {
+    (rate_per_s * deadline.as_secs_f64() * 4.0)
+        .ceil()
+        .clamp(32.0, 10_000.0) as usize
+}
+
+/// A default first order number that two runs a second apart do not share: the Unix time in
+/// seconds times a million (below 2^53 until the year 2255), so a rerun against the same
+/// server sends new keys rather than replays of the last run's.
+pub fn first_order_now() -> i64 {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    (secs as i64).saturating_mul(1_000_000).min(MAX_ORDER / 2)
+}
+
+/// What every task of a run shares.
+pub(crate) struct Ctx {
+    client: reqwest::Client,
+    url: reqwest::Url,
+    template: Template,
+    callers: Vec<Caller>,
+    key_policy: KeyPolicy,
+    first_order: i64,
+    seed: u64,
+    deadline: Duration,
+    observe: Duration,
+    max_attempts: u32,
+    backoff_base: Duration,
+    backoff_cap: Duration,
+    retry: RetryDelay,
+    time_scale: f64,
+    lose_reply_fraction: f64,
+    permits: Arc<tokio::sync::Semaphore>,
+    start: Instant,
+    /// When arrivals and retries stop.
+    end: Instant,
+    collector: Mutex<tally::Collector>,
+}
+
+impl Ctx {
+    fn lock(&self) -> MutexGuard<'_, tally::Collector> {
+        self.collector.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Seconds since the run's start.
+    fn at_s(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.start).as_secs_f64()
+    }
+}
+
+/// Runs `cfg` and reports; `progress` is called with the share of the run done (0..1).
+pub fn run(cfg: &LoadConfig, progress: &(dyn Fn(f64) + Sync)) -> anyhow::Result<LoadReport> {
+    cfg.check()?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("idemcalc-load")
+        .build()?;
+    let wall = std::time::Instant::now();
+    let summary = runtime.block_on(drive(cfg, progress))?;
+    // Anything still open (a server that never answers past the observation window) is
+    // dropped here, not waited for.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    let echo = echo(cfg);
+    Ok(LoadReport::new(
+        echo,
+        summary,
+        &cfg.budgets,
+        wall.elapsed().as_secs_f64(),
+    ))
+}
+
+/// The HTTP client: keep-alive pool as large as the requests open at once, TLS by rustls
+/// with the platform's roots (a bad certificate fails the attempt, named).
+fn http_client(cfg: &LoadConfig) -> anyhow::Result<reqwest::Client> {
+    // reqwest is built without a crypto provider so that rustls uses ring (already built for
+    // other dependencies) rather than compiling aws-lc, whose post-quantum key exchange is
+    // why rustls marks ring's provider deprecated; installing it twice is harmless.
+    #[allow(deprecated)]
+    let provider = rustls::crypto::ring::default_provider();
+    let _ = provider.install_default();
+    let mut b = reqwest::Client::builder()
+        .pool_max_idle_per_host(cfg.max_in_flight)
+        .pool_idle_timeout(Duration::from_secs(30))
+        .connect_timeout(cfg.deadline + cfg.observe)
+        .tcp_nodelay(true)
+        .no_proxy()
+        .redirect(reqwest::redirect::Policy::none())
+        .user_agent(concat!("idemcalc-load/", env!("CARGO_PKG_VERSION")));
+    if cfg.http2_prior_knowledge {
+        b = b.http2_prior_knowledge();
+    }
+    Ok(b.build()?)
+}
+
+async fn drive(
+    cfg: &LoadConfig,
+    progress: &(dyn Fn(f64) + Sync),
+) -> anyhow::Result<summary::LoadSummary> {
+    // The template's path goes after the URL's own: http://h/api + /labels = /api/labels.
+    let mut url = cfg.url.clone();
+    url.set_path(&format!(
+        "{}{}",
+        cfg.url.path().trim_end_matches('/'),
+        cfg.template.path
+    ));
+    let start = Instant::now() + Duration::from_millis(20);
+    let ctx = Arc::new(Ctx {
+        client: http_client(cfg)?,
+        url,
+        template: cfg.template.clone(),
+        callers: cfg.callers.clone(),
+        key_policy: cfg.key_policy,
+        first_order: cfg.first_order,
+        seed: cfg.seed,
+        deadline: cfg.deadline,
+        observe: cfg.observe,
+        max_attempts: cfg.max_attempts,
+        backoff_base: cfg.backoff_base,
+        backoff_cap: cfg.backoff_cap,
+        retry: cfg.retry.clone(),
+        time_scale: cfg.time_scale,
+        lose_reply_fraction: cfg.lose_reply_fraction,
+        permits: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
+        start,
+        end: start + cfg.duration,
+        collector: Mutex::new(tally::Collector::new()),
+    });
+    // Every task holds a clone: the run is over when only this one is left.
+    let live = Arc::new(());
+    tokio::spawn(schedule(
+        ctx.clone(),
+        cfg.rate_per_s,
+        cfg.spacing,
+        live.clone(),
+    ));
+    let hard_end = ctx.end + cfg.deadline + cfg.observe + Duration::from_secs(1);
+    let total_s = (hard_end - start).as_secs_f64();
+    loop {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let now = Instant::now();
+        progress((ctx.at_s(now) / total_s).min(1.0));
+        if Arc::strong_count(&live) == 1 || now >= hard_end {
+            break;
+        }
+    }
+    progress(1.0);
+    let collector = std::mem::replace(&mut *ctx.lock(), tally::Collector::new());
+    let end_s = cfg.duration.as_secs_f64();
+    let (retry, scale) = (&cfg.retry, cfg.time_scale);
+    Ok(collector.finish(|started_s| retry.cdf((end_s - started_s).max(0.0) * scale)))
+}
+
+/// Starts intents at their intended times until the run's end, whatever the server does.
+async fn schedule(ctx: Arc<Ctx>, rate_per_s: f64, spacing: Spacing, live: Arc<()>) {
+    let mut rng = StdRng::seed_from_u64(ctx.seed);
+    let Ok(poisson) = Arrivals::constant(rate_per_s) else {
+        return;
+    };
+    let end_s = ctx.at_s(ctx.end);
+    let mut t_s = 0.0;
+    let mut id = 0u64;
+    loop {
+        t_s = match spacing {
+            Spacing::Poisson => poisson.next_arrival(t_s, &mut rng),
+            Spacing::Constant if id == 0 => 0.0,
+            Spacing::Constant => t_s + 1.0 / rate_per_s,
+        };
+        if t_s >= end_s {
+            break;
+        }
+        let due = ctx.start + Duration::from_secs_f64(t_s);
+        tokio::time::sleep_until(due).await;
+        id += 1;
+        tokio::spawn(client::intent(ctx.clone(), id, due, live.clone()));
+    }
+}
+
+fn echo(cfg: &LoadConfig) -> summary::RunEcho {
+    summary::RunEcho {
+        url: cfg.url.to_string(),
+        method: cfg.template.method.to_string(),
+        path: cfg.template.path.clone(),
+        rate_per_s: cfg.rate_per_s,
+        arrivals: match cfg.spacing {
+            Spacing::Poisson => "poisson",
+            Spacing::Constant => "constant",
+        },
+        duration_s: cfg.duration.as_secs_f64(),
+        seed: cfg.seed,
+        deadline_ms: cfg.deadline.as_secs_f64() * 1000.0,
+        observe_ms: cfg.observe.as_secs_f64() * 1000.0,
+        max_attempts: cfg.max_attempts,
+        time_scale: cfg.time_scale,
+        lose_reply_fraction: cfg.lose_reply_fraction,
+        key_policy: serde_json::to_value(cfg.key_policy)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        first_order: cfg.first_order,
+        callers: cfg.callers.len().max(1),
+        max_in_flight: cfg.max_in_flight,
+        identity: cfg.template.identity.clone(),
+        retry_distribution: format!("{}: {}", cfg.retry_source, cfg.retry.shape_text()),
+    }
+}

@@ -1,0 +1,488 @@
+//! A run's figures as they are reported: the JSON shape ([`LoadReport`]), the budgets checked
+//! against it (k6's thresholds: p99, error share, duplicates), and the terminal and Markdown
+//! text of the same figures.
+
+use crate::format::{Align, percent, rate_per_s, text_table, thousands};
+use crate::sim::replay::{Figure, Tally};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Latency of one outcome, in milliseconds from each attempt's intended start.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct Percentiles {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+impl Percentiles {
+    pub(super) fn of(h: &Histogram<u64>) -> Self {
+        let ms = |us: u64| us as f64 / 1000.0;
+        if h.is_empty() {
+            return Percentiles {
+                count: 0,
+                p50: 0.0,
+                p90: 0.0,
+                p99: 0.0,
+                p999: 0.0,
+                max: 0.0,
+            };
+        }
+        Percentiles {
+            count: h.len(),
+            p50: ms(h.value_at_quantile(0.50)),
+            p90: ms(h.value_at_quantile(0.90)),
+            p99: ms(h.value_at_quantile(0.99)),
+            p999: ms(h.value_at_quantile(0.999)),
+            max: ms(h.max()),
+        }
+    }
+}
+
+/// Counts that are not per outcome.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Counts {
+    pub intents_started: u64,
+    pub dropped_intents: u64,
+    pub attempts_sent: u64,
+    pub retries_sent: u64,
+    /// Retries the late-retry distribution scheduled (after a timeout or a lost reply).
+    pub late_retries_scheduled: u64,
+    pub late_retries_not_sent: u64,
+    /// Backoff retries (409, 5xx, connection errors) that fell after the run's end.
+    pub backoff_retries_not_sent: u64,
+    pub attempts_dropped: u64,
+    pub lost_replies: u64,
+    /// Answers heard after their attempt's deadline, while the tool still listened.
+    pub late_replies: u64,
+    pub unexpected_422: u64,
+    /// 2xx answers without an identity at the template's pointer.
+    pub identity_missing: u64,
+    /// Labels handed to two different intents (another intent's saved answer replayed).
+    pub shared_labels: u64,
+}
+
+/// One intent that got two labels: its caller, the keys it sent, the identities it was given.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Duplicate {
+    pub caller: String,
+    pub keys: Vec<String>,
+    pub labels: Vec<String>,
+}
+
+/// Intents that never got a 2xx, by how their client finished.
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
+pub struct Stuck {
+    pub total: u64,
+    /// A final refusal (400, 401, 422, …).
+    pub refused: u64,
+    pub attempts_spent: u64,
+    /// The next retry fell after the run's end (not sent).
+    pub retry_after_end: u64,
+    pub pool_full: u64,
+    pub other: u64,
+}
+
+/// One wall-clock second.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SecondRow {
+    pub t_s: u64,
+    pub started: u64,
+    pub dropped: u64,
+    pub first_run: u64,
+    pub replay: u64,
+    pub conflict: u64,
+    pub error: u64,
+    pub timeout: u64,
+    pub latency_ms_p99: f64,
+}
+
+/// What the collector hands over at the end of a run.
+pub(super) struct LoadSummary {
+    pub(super) counts: Counts,
+    pub(super) latency: BTreeMap<String, Percentiles>,
+    pub(super) per_second: Vec<SecondRow>,
+    pub(super) duplicates: Vec<Duplicate>,
+    pub(super) stuck: Stuck,
+    pub(super) errors: BTreeMap<String, u64>,
+    pub(super) retry_distribution_covered: f64,
+}
+
+/// Thresholds that fail the run (exit 1), as k6's thresholds do.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct Budgets {
+    /// p99 of the 2xx answers (first runs and replays), milliseconds.
+    pub latency_ms_p99: Option<f64>,
+    /// Share of attempts answered with an error or nothing at all.
+    pub error_share: Option<f64>,
+    /// Duplicate labels allowed; 0 unless asked otherwise: a duplicate is the bug this finds.
+    pub duplicate_labels: u64,
+    /// Unexpected 422s allowed (this client never changes a body under a key).
+    pub unexpected_422: u64,
+}
+
+/// One budget checked.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Verdict {
+    pub budget: &'static str,
+    pub limit: f64,
+    pub measured: f64,
+    pub ok: bool,
+}
+
+/// What the run was asked, echoed in the output.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunEcho {
+    pub url: String,
+    pub method: String,
+    pub path: String,
+    pub rate_per_s: f64,
+    pub arrivals: &'static str,
+    pub duration_s: f64,
+    pub seed: u64,
+    pub deadline_ms: f64,
+    pub observe_ms: f64,
+    pub max_attempts: u32,
+    pub time_scale: f64,
+    pub lose_reply_fraction: f64,
+    pub key_policy: String,
+    pub first_order: i64,
+    pub callers: usize,
+    pub max_in_flight: usize,
+    pub identity: String,
+    pub retry_distribution: String,
+}
+
+/// Everything `idemcalc load` reports, as its JSON.
+#[derive(Debug, Clone, Serialize)]
+pub struct LoadReport {
+    pub run: RunEcho,
+    /// Intents started per second of the run (dropped ones not counted).
+    pub achieved_rate_per_s: f64,
+    /// First runs (2xx not replayed) per second.
+    pub creates_per_s: f64,
+    pub wall_s: f64,
+    pub duplicate_labels: u64,
+    /// Duplicate labels per day at the asked rate, with Garwood's 95 % interval.
+    pub duplicates_per_day: Figure,
+    pub unexpected_422: u64,
+    pub stuck_intents: u64,
+    pub dropped_intents: u64,
+    pub replays: u64,
+    /// Share of attempts answered with an error or nothing.
+    pub error_share: f64,
+    /// Mean over intents of the late-retry distribution's CDF at the time each had left
+    /// (times the time scale): the share of late retries the run could have sent.
+    pub retry_distribution_covered: f64,
+    pub latency_ms: BTreeMap<String, Percentiles>,
+    pub counts: Counts,
+    pub stuck: Stuck,
+    pub errors: BTreeMap<String, u64>,
+    /// The intents that got two labels (the first 100).
+    pub duplicates: Vec<Duplicate>,
+    pub per_second: Vec<SecondRow>,
+    pub budgets: Vec<Verdict>,
+    pub ok: bool,
+}
+
+/// The most duplicates listed by name; the count covers all.
+const DUPLICATES_LISTED: usize = 100;
+
+impl LoadReport {
+    pub(super) fn new(run: RunEcho, s: LoadSummary, budgets: &Budgets, wall_s: f64) -> Self {
+        let c = &s.counts;
+        let dup_n = s
+            .duplicates
+            .iter()
+            .map(|d| d.labels.len() as u64 - 1)
+            .sum::<u64>();
+        // The run stands for `intents / (rate × 1 day)` days of traffic at the asked rate.
+        let days = c.intents_started as f64 / (run.rate_per_s * crate::duration::DAY_S);
+        let duplicates_per_day = Tally {
+            n: dup_n,
+            w: dup_n as f64,
+            w2: dup_n as f64,
+        }
+        .per_day(days.max(f64::MIN_POSITIVE), 1.0);
+        let count = |o: &str| s.latency.get(o).map_or(0, |p| p.count);
+        let failed = count("error") + count("timeout");
+        let answered: u64 = s.latency.values().map(|p| p.count).sum();
+        let error_share = if answered == 0 {
+            0.0
+        } else {
+            failed as f64 / answered as f64
+        };
+        let ok_p99 = ok_latency_p99(&s.latency);
+        let mut verdicts = vec![
+            verdict(
+                "duplicate_labels",
+                budgets.duplicate_labels as f64,
+                dup_n as f64,
+            ),
+            verdict(
+                "unexpected_422",
+                budgets.unexpected_422 as f64,
+                c.unexpected_422 as f64,
+            ),
+        ];
+        if let Some(limit) = budgets.latency_ms_p99 {
+            verdicts.push(verdict("latency_ms_p99", limit, ok_p99));
+        }
+        if let Some(limit) = budgets.error_share {
+            verdicts.push(verdict("error_share", limit, error_share));
+        }
+        let duration_s = run.duration_s;
+        LoadReport {
+            achieved_rate_per_s: c.intents_started as f64 / duration_s,
+            creates_per_s: count("first_run") as f64 / duration_s,
+            wall_s,
+            duplicate_labels: dup_n,
+            duplicates_per_day,
+            unexpected_422: c.unexpected_422,
+            stuck_intents: s.stuck.total,
+            dropped_intents: c.dropped_intents,
+            replays: count("replay"),
+            error_share,
+            retry_distribution_covered: s.retry_distribution_covered,
+            ok: verdicts.iter().all(|v| v.ok),
+            budgets: verdicts,
+            latency_ms: s.latency,
+            counts: s.counts,
+            stuck: s.stuck,
+            errors: s.errors,
+            duplicates: s.duplicates.into_iter().take(DUPLICATES_LISTED).collect(),
+            per_second: s.per_second,
+            run,
+        }
+    }
+
+    /// The terminal text.
+    pub fn text(&self) -> String {
+        self.render(false)
+    }
+
+    /// The same figures as Markdown.
+    pub fn markdown(&self) -> String {
+        self.render(true)
+    }
+
+    fn render(&self, md: bool) -> String {
+        let r = &self.run;
+        let c = &self.counts;
+        let mut out = String::new();
+        let h = |t: &str| heading(t, md);
+        if md {
+            out.push_str("# idemcalc load\n\n");
+        }
+        out.push_str(&format!(
+            "{} {}{} at {} ({} arrivals) for {}, seed {}, deadline {} ms, time scale {}\n\n",
+            r.method,
+            r.url.trim_end_matches('/'),
+            r.path,
+            rate_per_s(r.rate_per_s),
+            r.arrivals,
+            crate::format::human_duration(r.duration_s),
+            r.seed,
+            r.deadline_ms,
+            r.time_scale
+        ));
+        out.push_str(&h("Checks from outside"));
+        let rows = vec![
+            row("duplicate labels", thousands(self.duplicate_labels as f64)),
+            row(
+                "duplicates per day at the asked rate (95 %)",
+                format!(
+                    "{} ({} – {})",
+                    sig(self.duplicates_per_day.estimate),
+                    sig(self.duplicates_per_day.ci95_low),
+                    sig(self.duplicates_per_day.ci95_high)
+                ),
+            ),
+            row("unexpected 422", thousands(self.unexpected_422 as f64)),
+            row(
+                "labels shared by two intents",
+                thousands(c.shared_labels as f64),
+            ),
+            row(
+                "stuck intents (no 2xx)",
+                format!(
+                    "{} (refused {}, attempts spent {}, retry after the end {}, pool full {})",
+                    thousands(self.stuck.total as f64),
+                    self.stuck.refused,
+                    self.stuck.attempts_spent,
+                    self.stuck.retry_after_end,
+                    self.stuck.pool_full
+                ),
+            ),
+            row("replays", thousands(self.replays as f64)),
+            row(
+                "retry distribution covered",
+                format!(
+                    "{} (late retries scheduled {}, not sent {})",
+                    percent(self.retry_distribution_covered),
+                    c.late_retries_scheduled,
+                    c.late_retries_not_sent
+                ),
+            ),
+        ];
+        out.push_str(&table(&["check", "value"], &rows, md));
+        out.push_str(&h("Speed"));
+        let rows = vec![
+            row(
+                "intents started",
+                format!(
+                    "{} ({} achieved, {} dropped)",
+                    thousands(c.intents_started as f64),
+                    rate_per_s(self.achieved_rate_per_s),
+                    thousands(self.dropped_intents as f64)
+                ),
+            ),
+            row("creates (first runs)", rate_per_s(self.creates_per_s)),
+            row(
+                "attempts",
+                format!(
+                    "{} ({} retries, {} lost replies, {} late replies)",
+                    thousands(c.attempts_sent as f64),
+                    c.retries_sent,
+                    c.lost_replies,
+                    c.late_replies
+                ),
+            ),
+            row("error share", percent(self.error_share)),
+        ];
+        out.push_str(&table(&["figure", "value"], &rows, md));
+        out.push_str(&h("Latency from the intended start (ms)"));
+        let rows: Vec<Vec<String>> = self
+            .latency_ms
+            .iter()
+            .filter(|(_, p)| p.count > 0)
+            .map(|(name, p)| {
+                vec![
+                    name.clone(),
+                    thousands(p.count as f64),
+                    ms(p.p50),
+                    ms(p.p90),
+                    ms(p.p99),
+                    ms(p.p999),
+                    ms(p.max),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["outcome", "count", "p50", "p90", "p99", "p99.9", "max"],
+            &rows,
+            md,
+        ));
+        out.push_str(&self.render_lists(md));
+        out
+    }
+
+    /// The errors, the duplicates by name and the budgets.
+    fn render_lists(&self, md: bool) -> String {
+        let mut out = String::new();
+        let h = |t: &str| heading(t, md);
+        if !self.errors.is_empty() {
+            out.push_str(&h("Errors"));
+            let rows: Vec<Vec<String>> = self
+                .errors
+                .iter()
+                .map(|(k, n)| vec![k.clone(), thousands(*n as f64)])
+                .collect();
+            out.push_str(&table(&["error", "count"], &rows, md));
+        }
+        if !self.duplicates.is_empty() {
+            out.push_str(&h("Duplicate labels (intent: key → labels)"));
+            let rows: Vec<Vec<String>> = self
+                .duplicates
+                .iter()
+                .take(20)
+                .map(|d| vec![d.caller.clone(), d.keys.join(" "), d.labels.join(" ")])
+                .collect();
+            out.push_str(&table(&["caller", "key", "labels"], &rows, md));
+        }
+        out.push_str(&h("Budgets"));
+        let rows: Vec<Vec<String>> = self
+            .budgets
+            .iter()
+            .map(|v| {
+                vec![
+                    v.budget.to_string(),
+                    sig(v.limit),
+                    sig(v.measured),
+                    if v.ok { "ok" } else { "BROKEN" }.to_string(),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &["budget", "limit", "measured", "verdict"],
+            &rows,
+            md,
+        ));
+        out
+    }
+}
+
+fn heading(title: &str, md: bool) -> String {
+    if md {
+        format!("## {title}\n\n")
+    } else {
+        format!("{title}\n")
+    }
+}
+
+fn verdict(budget: &'static str, limit: f64, measured: f64) -> Verdict {
+    Verdict {
+        budget,
+        limit,
+        measured,
+        ok: measured <= limit,
+    }
+}
+
+/// p99 of the 2xx answers: the larger of the first runs' and the replays'.
+fn ok_latency_p99(latency: &BTreeMap<String, Percentiles>) -> f64 {
+    ["first_run", "replay"]
+        .iter()
+        .filter_map(|o| latency.get(*o))
+        .filter(|p| p.count > 0)
+        .map(|p| p.p99)
+        .fold(0.0, f64::max)
+}
+
+fn row(name: &str, value: String) -> Vec<String> {
+    vec![name.to_string(), value]
+}
+
+fn ms(v: f64) -> String {
+    crate::format::significant(v, 3)
+}
+
+fn sig(v: f64) -> String {
+    crate::format::significant(v, 3)
+}
+
+fn table(header: &[&str], rows: &[Vec<String>], md: bool) -> String {
+    if !md {
+        // Two columns are a name and a sentence; more are numbers under their heading.
+        let rest = if header.len() == 2 {
+            Align::Left
+        } else {
+            Align::Right
+        };
+        let mut align = vec![Align::Left];
+        align.extend(std::iter::repeat_n(rest, header.len() - 1));
+        return text_table(header, rows, &align, 2) + "\n";
+    }
+    let mut out = format!("| {} |\n|", header.join(" | "));
+    out.push_str(&"---|".repeat(header.len()));
+    out.push('\n');
+    for r in rows {
+        out.push_str(&format!("| {} |\n", r.join(" | ").replace('\n', " ")));
+    }
+    out.push('\n');
+    out
+}

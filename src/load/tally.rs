@@ -1,0 +1,264 @@
+//! What a run saw, attempt by attempt and intent by intent: latency histograms per outcome
+//! (from the attempt's intended start, so a late scheduler or a full pool shows up in them),
+//! a tally per wall-clock second, and per intent the label identities every 2xx carried. The
+//! checks from outside (duplicate labels, unexpected 422s, stuck intents) are made here once,
+//! when the run ends ([`Collector::finish`]).
+
+use super::summary::{Counts, Duplicate, LoadSummary, Percentiles, SecondRow, Stuck};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::collections::{BTreeMap, HashMap};
+
+/// What one attempt came to, as the latency table splits it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// A 2xx without `Idempotent-Replayed: true`: the work ran.
+    FirstRun,
+    /// A 2xx with `Idempotent-Replayed: true`: the saved answer.
+    Replay,
+    /// A 409: another attempt holds the key.
+    Conflict,
+    /// Any other status, or no HTTP answer at all (refused, reset, TLS).
+    Error,
+    /// Nothing within the attempt's deadline.
+    Timeout,
+}
+
+impl Outcome {
+    pub const ALL: [Outcome; 5] = [
+        Outcome::FirstRun,
+        Outcome::Replay,
+        Outcome::Conflict,
+        Outcome::Error,
+        Outcome::Timeout,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Outcome::FirstRun => "first_run",
+            Outcome::Replay => "replay",
+            Outcome::Conflict => "conflict",
+            Outcome::Error => "error",
+            Outcome::Timeout => "timeout",
+        }
+    }
+}
+
+/// How an intent's client finished.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum End {
+    /// It heard a 2xx.
+    Labelled,
+    /// It heard a final refusal (4xx other than 409 and 429).
+    Refused,
+    /// Every attempt was spent.
+    Exhausted,
+    /// Its next retry fell after the run's end.
+    RetryNotSent,
+    /// Its next retry found no free slot in the pool.
+    AttemptDropped,
+}
+
+/// One intent, from its first attempt on.
+struct IntentLog {
+    caller: String,
+    /// Every key it sent (one, unless the key policy mints a key per attempt).
+    keys: Vec<String>,
+    /// Distinct label identities its 2xx answers carried, in the order seen.
+    labels: Vec<String>,
+    got_2xx: bool,
+    started_s: f64,
+    end: Option<End>,
+}
+
+/// Everything a run collected; one behind a mutex, shared by every task.
+pub(super) struct Collector {
+    histograms: BTreeMap<Outcome, Histogram<u64>>,
+    seconds: Vec<Second>,
+    intents: HashMap<u64, IntentLog>,
+    /// Which intent each label identity was first seen for.
+    owners: HashMap<String, u64>,
+    pub(super) counts: Counts,
+    /// Error answers and failures by kind (`HTTP 503`, `connect: …`), for the output.
+    errors: BTreeMap<String, u64>,
+}
+
+/// One wall-clock second of the run.
+struct Second {
+    started: u64,
+    dropped: u64,
+    outcomes: [u64; 5],
+    latency_us: Histogram<u64>,
+}
+
+/// Latencies up to an hour, at 3 significant digits (the bench's bounds).
+const LATENCY_MAX_US: u64 = 3_600_000_000;
+
+fn histogram(digits: u8) -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_MAX_US, digits).expect("static bounds are valid")
+}
+
+impl Collector {
+    pub(super) fn new() -> Self {
+        Collector {
+            histograms: Outcome::ALL.iter().map(|&o| (o, histogram(3))).collect(),
+            seconds: Vec::new(),
+            intents: HashMap::new(),
+            owners: HashMap::new(),
+            counts: Counts::default(),
+            errors: BTreeMap::new(),
+        }
+    }
+
+    fn second(&mut self, at_s: f64) -> &mut Second {
+        let i = at_s.max(0.0) as usize;
+        while self.seconds.len() <= i {
+            self.seconds.push(Second {
+                started: 0,
+                dropped: 0,
+                outcomes: [0; 5],
+                latency_us: histogram(2),
+            });
+        }
+        &mut self.seconds[i]
+    }
+
+    pub(super) fn start(&mut self, id: u64, caller: &str, key: &str, at_s: f64) {
+        self.counts.intents_started += 1;
+        self.second(at_s).started += 1;
+        self.intents.insert(
+            id,
+            IntentLog {
+                caller: caller.to_string(),
+                keys: vec![key.to_string()],
+                labels: Vec::new(),
+                got_2xx: false,
+                started_s: at_s,
+                end: None,
+            },
+        );
+    }
+
+    pub(super) fn dropped(&mut self, at_s: f64) {
+        self.counts.dropped_intents += 1;
+        self.second(at_s).dropped += 1;
+    }
+
+    pub(super) fn sent(&mut self, id: u64, attempt: u32, key: &str) {
+        self.counts.attempts_sent += 1;
+        if attempt > 1 {
+            self.counts.retries_sent += 1;
+        }
+        if let Some(log) = self.intents.get_mut(&id)
+            && !log.keys.iter().any(|k| k == key)
+        {
+            log.keys.push(key.to_string());
+        }
+    }
+
+    /// An attempt's outcome and its latency from the attempt's intended start.
+    pub(super) fn attempt(&mut self, outcome: Outcome, latency_us: u64, done_at_s: f64) {
+        let latency_us = latency_us.clamp(1, LATENCY_MAX_US);
+        if let Some(h) = self.histograms.get_mut(&outcome) {
+            h.saturating_record(latency_us);
+        }
+        let second = self.second(done_at_s);
+        second.outcomes[outcome as usize] += 1;
+        second.latency_us.saturating_record(latency_us);
+    }
+
+    pub(super) fn error(&mut self, kind: String) {
+        *self.errors.entry(kind).or_default() += 1;
+    }
+
+    /// A 2xx for intent `id` carried `identity` (heard in time, after the deadline, or lost
+    /// on the way to the client: the tool saw it, so the label exists).
+    pub(super) fn label(&mut self, id: u64, identity: Option<String>) {
+        let Some(log) = self.intents.get_mut(&id) else {
+            return;
+        };
+        log.got_2xx = true;
+        let Some(identity) = identity else {
+            self.counts.identity_missing += 1;
+            return;
+        };
+        if log.labels.contains(&identity) {
+            return;
+        }
+        log.labels.push(identity.clone());
+        let owner = *self.owners.entry(identity).or_insert(id);
+        if owner != id {
+            self.counts.shared_labels += 1;
+        }
+    }
+
+    pub(super) fn end(&mut self, id: u64, end: End) {
+        if let Some(log) = self.intents.get_mut(&id) {
+            log.end.get_or_insert(end);
+        }
+    }
+
+    /// The checks from outside, made once: every intent with two label identities is a
+    /// duplicate label, every intent with no 2xx is stuck. `covered` is the share of the
+    /// late-retry distribution an intent started `started_s` into the run had left to run.
+    pub(super) fn finish(self, covered: impl Fn(f64) -> f64) -> LoadSummary {
+        let mut duplicates: Vec<Duplicate> = Vec::new();
+        let mut stuck = Stuck::default();
+        let mut covered_sum = 0.0;
+        for log in self.intents.values() {
+            covered_sum += covered(log.started_s);
+            if log.labels.len() > 1 {
+                duplicates.push(Duplicate {
+                    caller: log.caller.clone(),
+                    keys: log.keys.clone(),
+                    labels: log.labels.clone(),
+                });
+            }
+            if !log.got_2xx {
+                stuck.total += 1;
+                match log.end {
+                    Some(End::Refused) => stuck.refused += 1,
+                    Some(End::Exhausted) => stuck.attempts_spent += 1,
+                    Some(End::RetryNotSent) => stuck.retry_after_end += 1,
+                    Some(End::AttemptDropped) => stuck.pool_full += 1,
+                    Some(End::Labelled) | None => stuck.other += 1,
+                }
+            }
+        }
+        duplicates.sort_by(|a, b| a.keys.cmp(&b.keys));
+        let n = self.intents.len();
+        LoadSummary {
+            counts: self.counts,
+            latency: self
+                .histograms
+                .iter()
+                .map(|(&o, h)| (o.name().to_string(), Percentiles::of(h)))
+                .collect(),
+            per_second: self
+                .seconds
+                .iter()
+                .enumerate()
+                .map(|(i, s)| SecondRow {
+                    t_s: i as u64,
+                    started: s.started,
+                    dropped: s.dropped,
+                    first_run: s.outcomes[Outcome::FirstRun as usize],
+                    replay: s.outcomes[Outcome::Replay as usize],
+                    conflict: s.outcomes[Outcome::Conflict as usize],
+                    error: s.outcomes[Outcome::Error as usize],
+                    timeout: s.outcomes[Outcome::Timeout as usize],
+                    latency_ms_p99: if s.latency_us.is_empty() {
+                        0.0
+                    } else {
+                        s.latency_us.value_at_quantile(0.99) as f64 / 1000.0
+                    },
+                })
+                .collect(),
+            duplicates,
+            stuck,
+            errors: self.errors,
+            retry_distribution_covered: if n == 0 { 0.0 } else { covered_sum / n as f64 },
+        }
+    }
+}
