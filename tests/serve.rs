@@ -135,6 +135,7 @@ fn signal(child: &Child, sig: i32) {
 /// A client that opens a connection per request: a kept-alive one could be closed by the
 /// server's header deadline just as a test reuses it.
 fn client() -> Client {
+    idemcalc::load::install_tls_provider();
     Client::builder()
         .timeout(Duration::from_secs(60))
         .pool_max_idle_per_host(0)
@@ -702,4 +703,40 @@ fn a_paused_redis_store_answers_503_and_the_service_recovers() {
     }
     let (code, err) = s.stop();
     assert_eq!(code, Some(0), "{err}");
+}
+
+/// Issue 39 against issue 38: `idemcalc load` with its defaults (order numbers included) sends
+/// the seed's client to `idemcalc serve`, and from outside sees what the seed promises: every
+/// intent labelled, once, with no 422. `load`'s default first order number was once past the
+/// engine's limit, so every request got a 400 from `serve` and no test noticed.
+#[test]
+fn load_against_serve_labels_every_intent_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("sqlite:{}", dir.path().join("store.sqlite").display());
+    let s = Server::start(&store, &[]);
+    let callers = dir.path().join("load-callers");
+    std::fs::write(
+        &callers,
+        format!("{TOKEN} fulfilment\ntok-returns returns\n"),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["load", &s.base, "--rate", "100", "--duration", "2s"])
+        .args(["--format", "json", "--quiet", "--lose-replies", "0.05"])
+        .arg("--callers")
+        .arg(&callers)
+        .output()
+        .unwrap();
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!("{e}: {}", String::from_utf8_lossy(&out.stderr));
+    });
+    assert_eq!(out.status.code(), Some(0), "{json}");
+    assert_eq!(json["duplicate_labels"], 0, "{json}");
+    assert_eq!(json["unexpected_422"], 0, "{json}");
+    assert_eq!(json["stuck_intents"], 0, "{json}");
+    assert_eq!(json["errors"], serde_json::json!({}), "{json}");
+    let started = json["counts"]["intents_started"].as_u64().unwrap();
+    assert!(started > 100, "{json}");
+    // Lost replies (5 % of the seed's 60 % of timed-out calls here) come back as replays.
+    assert!(json["replays"].as_u64().unwrap() <= started, "{json}");
 }

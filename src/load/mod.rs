@@ -164,8 +164,9 @@ impl LoadConfig {
     }
 }
 
-/// Order numbers stay within JSON's exact integers (the engine refuses larger ones).
-pub const MAX_ORDER: i64 = 1 << 53;
+/// Order numbers stay within what the seed's CreateLabel takes (`idemcalc serve` refuses
+/// larger ones with a 400).
+pub const MAX_ORDER: i64 = crate::engine::request::MAX_ORDER_ID;
 
 /// Requests open at once: four deadlines' worth of arrivals (at least 32), so a server
 /// answering within the deadline never fills the pool, and one that stops answering fills it
@@ -177,13 +178,15 @@ pub fn default_max_in_flight(rate_per_s: f64, deadline: Duration) -> usize {
 }
 
 /// A default first order number that two runs a second apart do not share: the Unix time in
-/// seconds times a million (below 2^53 until the year 2255), so a rerun against the same
-/// server sends new keys rather than replays of the last run's.
+/// seconds (modulo 998,000, about 11.5 days) times a thousand, so a rerun against the same
+/// server sends new keys rather than replays of the last run's, each run has room for a
+/// thousand intents a second of the gap, and every order stays below [`MAX_ORDER`] with two
+/// million to spare (a two-minute run at 2,000/s sends 240,000).
 pub fn first_order_now() -> i64 {
     let secs = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    (secs as i64).saturating_mul(1_000_000).min(MAX_ORDER / 2)
+    (secs % 998_000) as i64 * 1000 + 1
 }
 
 /// What every task of a run shares.
@@ -242,15 +245,21 @@ pub fn run(cfg: &LoadConfig, progress: &(dyn Fn(f64) + Sync)) -> anyhow::Result<
     ))
 }
 
-/// The HTTP client: keep-alive pool as large as the requests open at once, TLS by rustls
-/// with the platform's roots (a bad certificate fails the attempt, named).
-fn http_client(cfg: &LoadConfig) -> anyhow::Result<reqwest::Client> {
-    // reqwest is built without a crypto provider so that rustls uses ring (already built for
-    // other dependencies) rather than compiling aws-lc, whose post-quantum key exchange is
-    // why rustls marks ring's provider deprecated; installing it twice is harmless.
+/// Installs rustls' process-wide crypto provider, which every reqwest client of this build
+/// needs before it is built (a test's blocking client too: features unify). reqwest is built
+/// without a provider so that rustls uses ring (already built for other dependencies) rather
+/// than compiling aws-lc, whose post-quantum key exchange is why rustls marks ring's provider
+/// deprecated; installing it twice is harmless.
+pub fn install_tls_provider() {
     #[allow(deprecated)]
     let provider = rustls::crypto::ring::default_provider();
     let _ = provider.install_default();
+}
+
+/// The HTTP client: keep-alive pool as large as the requests open at once, TLS by rustls
+/// with the platform's roots (a bad certificate fails the attempt, named).
+fn http_client(cfg: &LoadConfig) -> anyhow::Result<reqwest::Client> {
+    install_tls_provider();
     let mut b = reqwest::Client::builder()
         .pool_max_idle_per_host(cfg.max_in_flight)
         .pool_idle_timeout(Duration::from_secs(30))
