@@ -85,22 +85,7 @@ fn issue_36_item_5_the_cheapest_retention_shows_its_budgets_and_breaks_lead() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(
         dir.path().join("tight.toml"),
-        r#"name = "tight"
-description = "A small run for the tests."
-seed = 3
-
-[engine]
-retention = "1h"
-
-[traffic]
-rate = 400
-duration = "2h"
-target = 300
-series_points = 60
-
-[budgets]
-max_store_gb = 0.001
-"#,
+        common::tiny_scenario("tight", 3, "max_store_gb = 0.001"),
     )
     .unwrap();
     let out = tempfile::tempdir().unwrap();

@@ -4,30 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+mod common;
+
 const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
-
-/// A scenario that replays a few hundred intents over two hours: fast, but every part of the
-/// report (figures, budgets, series, outcomes) has something in it.
-fn tiny(name: &str, seed: u64, budgets: &str) -> String {
-    format!(
-        r#"name = "{name}"
-description = "A small run for the tests."
-seed = {seed}
-
-[engine]
-retention = "1h"
-
-[traffic]
-rate = 400
-duration = "2h"
-target = 300
-series_points = 60
-
-[budgets]
-{budgets}
-"#
-    )
-}
 
 fn dir_with(files: &[(&str, String)]) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
@@ -68,7 +47,7 @@ fn timeline_scenario() -> String {
 #[test]
 fn writes_every_file_and_the_same_json_twice() {
     let dir = dir_with(&[
-        ("a.toml", tiny("a", 1, "max_store_gb = 10")),
+        ("a.toml", common::tiny_scenario("a", 1, "max_store_gb = 10")),
         ("lease-takeover.toml", timeline_scenario()),
     ]);
     let out1 = tempfile::tempdir().unwrap();
@@ -148,10 +127,13 @@ fn writes_every_file_and_the_same_json_twice() {
 #[test]
 fn a_broken_budget_exits_1_after_writing_everything() {
     let dir = dir_with(&[
-        ("ok.toml", tiny("ok", 2, "max_duplicates_per_day = 1000000")),
+        (
+            "ok.toml",
+            common::tiny_scenario("ok", 2, "max_duplicates_per_day = 1000000"),
+        ),
         (
             "tight.toml",
-            tiny("tight", 3, "max_store_gb = 0.001\nmax_cost_per_day = 0"),
+            common::tiny_scenario("tight", 3, "max_store_gb = 0.001\nmax_cost_per_day = 0"),
         ),
     ]);
     let out = tempfile::tempdir().unwrap();
@@ -193,8 +175,12 @@ fn a_broken_budget_exits_1_after_writing_everything() {
 /// section on the page, and no decision.
 #[test]
 fn failure_demonstrations_stand_apart() {
-    let failure = tiny("short-lease", 4, "").replace("[engine]\n", "[engine]\nlease = \"1s\"\n");
-    let dir = dir_with(&[("a.toml", tiny("a", 1, "")), ("b.toml", failure)]);
+    let failure = common::tiny_scenario("short-lease", 4, "")
+        .replace("[engine]\n", "[engine]\nlease = \"1s\"\n");
+    let dir = dir_with(&[
+        ("a.toml", common::tiny_scenario("a", 1, "")),
+        ("b.toml", failure),
+    ]);
     let out = tempfile::tempdir().unwrap();
     let r = report(dir.path(), out.path());
     assert_eq!(r.code, 0, "{}\n{}", r.stdout, r.stderr);
@@ -244,12 +230,12 @@ fn report_with(scenarios: &Path, out: &Path, extra: &[&str]) -> Run {
 #[test]
 fn a_baseline_comparison_marks_only_real_changes() {
     let before = tempfile::tempdir().unwrap();
-    let dir = dir_with(&[("a.toml", tiny("a", 1, ""))]);
+    let dir = dir_with(&[("a.toml", common::tiny_scenario("a", 1, ""))]);
     let r = report_with(dir.path(), before.path(), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let baseline = before.path().join("summary.json");
 
-    let reseeded = dir_with(&[("a.toml", tiny("a", 2, ""))]);
+    let reseeded = dir_with(&[("a.toml", common::tiny_scenario("a", 2, ""))]);
     let out = tempfile::tempdir().unwrap();
     let r = report_with(
         reseeded.path(),
@@ -268,7 +254,7 @@ fn a_baseline_comparison_marks_only_real_changes() {
 
     // Four times the saved response: in a run this small the store's record count moves by
     // ±15 % with the seed, so only a change well past that is beyond sampling noise.
-    let quadrupled = tiny("a", 2, "max_store_growth = 0.10")
+    let quadrupled = common::tiny_scenario("a", 2, "max_store_growth = 0.10")
         .replace("[traffic]\n", "[traffic]\nresponse_bytes = \"1200B\"\n");
     let bigger = dir_with(&[("a.toml", quadrupled)]);
     let out = tempfile::tempdir().unwrap();
@@ -353,7 +339,7 @@ fn a_baseline_comparison_marks_only_real_changes() {
 #[test]
 fn bad_scenarios_are_refused_with_file_line_and_field() {
     let dir = dir_with(&[
-        ("good.toml", tiny("good", 1, "")),
+        ("good.toml", common::tiny_scenario("good", 1, "")),
         (
             "typo.toml",
             "name = \"typo\"\n[traffic]\nrate = 400\nreplicas = 3\n".to_string(),
@@ -385,7 +371,7 @@ fn bad_scenarios_are_refused_with_file_line_and_field() {
 
 #[test]
 fn the_page_fetches_nothing() {
-    let dir = dir_with(&[("a.toml", tiny("a", 4, ""))]);
+    let dir = dir_with(&[("a.toml", common::tiny_scenario("a", 4, ""))]);
     let out = tempfile::tempdir().unwrap();
     assert_eq!(report(dir.path(), out.path()).code, 0);
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
@@ -414,7 +400,7 @@ fn the_page_fetches_nothing() {
 
 #[test]
 fn bench_results_add_the_throughput_chart() {
-    let dir = dir_with(&[("a.toml", tiny("a", 5, ""))]);
+    let dir = dir_with(&[("a.toml", common::tiny_scenario("a", 5, ""))]);
     let bench = dir.path().join("bench.json");
     std::fs::write(
         &bench,
@@ -525,7 +511,7 @@ fn the_readme_example_parses() {
 /// priced as memory and says what it gives up.
 #[test]
 fn compared_stores_are_measured_and_priced() {
-    let scenarios = dir_with(&[("a.toml", tiny("a", 3, "max_store_gb = 25"))]);
+    let scenarios = dir_with(&[("a.toml", common::tiny_scenario("a", 3, "max_store_gb = 25"))]);
     let out = tempfile::tempdir().unwrap();
     let other = out.path().join("other.sqlite");
     let mut extra = vec![
@@ -692,7 +678,7 @@ fn the_whatif_start_and_the_headline_agree_for_every_bundled_scenario() {
 #[test]
 fn baseline_strings_are_escaped_in_the_markdown_summary() {
     let before = tempfile::tempdir().unwrap();
-    let dir = dir_with(&[("a.toml", tiny("a", 1, ""))]);
+    let dir = dir_with(&[("a.toml", common::tiny_scenario("a", 1, ""))]);
     let r = report_with(dir.path(), before.path(), &[]);
     assert_eq!(r.code, 0, "{}", r.stderr);
     let path = before.path().join("summary.json");
@@ -726,7 +712,8 @@ fn baseline_strings_are_escaped_in_the_markdown_summary() {
 /// three callers) is sized and decided, not filed under the failure demonstrations.
 #[test]
 fn several_callers_are_sized_not_a_failure() {
-    let text = tiny("three-callers", 5, "").replace("target = 300", "target = 300\ncallers = 3");
+    let text = common::tiny_scenario("three-callers", 5, "")
+        .replace("target = 300", "target = 300\ncallers = 3");
     let dir = dir_with(&[("three-callers.toml", text)]);
     let out = tempfile::tempdir().unwrap();
     let run = report(dir.path(), out.path());

@@ -444,3 +444,26 @@ pub fn long_run(store: &str, tmpdir: &std::path::Path) -> std::process::Child {
         .spawn()
         .expect("run idemcalc")
 }
+
+/// A scenario that replays a few hundred intents over two hours: fast, but every part of the
+/// report (figures, budgets, series, outcomes) has something in it.
+pub fn tiny_scenario(name: &str, seed: u64, budgets: &str) -> String {
+    format!(
+        r#"name = "{name}"
+description = "A small run for the tests."
+seed = {seed}
+
+[engine]
+retention = "1h"
+
+[traffic]
+rate = 400
+duration = "2h"
+target = 300
+series_points = 60
+
+[budgets]
+{budgets}
+"#
+    )
+}
