@@ -62,24 +62,27 @@ enum Holding {
 /// client was stopped (SIGSTOP, a long pause) fails the write itself, not only the next
 /// transaction the client begins after its watcher noticed.
 ///
-/// - PostgreSQL: the hold's session is a server process whose pid is recorded at acquisition;
+/// - PostgreSQL: besides the schema's lock, the hold's session takes a second advisory lock on
+///   a key of this run's own (random, 64 bits), which no other session ever takes.
 ///   [`Held::pg_fence_sql`] is a statement that fails (division by zero, reported as
-///   [`StoreError::Lost`]) unless `pg_locks` still shows that very process granted the schema's
-///   advisory lock. It is sent in the same message as the `COMMIT` (see `PgTx::commit`), so a
-///   client stopped anywhere in its transaction finds the check and the commit run together
-///   after it resumes: a terminated session holds nothing, a new holder is another pid, and
-///   either way the commit is never reached. Only a loss inside the server in the microseconds
-///   between the check and the commit record could slip through.
+///   [`StoreError::Lost`]) when a shared lock on that key *can* be had: only a live hold
+///   session keeps it from being granted. It is sent in the same message as the `COMMIT` (see
+///   `PgTx::commit`), so a client stopped anywhere in its transaction finds the check and the
+///   commit run together after it resumes: a terminated session holds nothing, a new holder
+///   holds another key, and either way the commit is never reached. Only a loss inside the
+///   server in the microseconds between the check and the commit record could slip through.
+///   The first fence read `pg_locks`, which copies the server's whole lock table under every
+///   lock partition: 0.35 ms a call alone and several ms of COMMIT under 16 writers (issue 37's
+///   per-statement bench); a try-lock is one lookup in one partition.
 /// - Redis: the hold key's token; every write script first compares `GET P:hold` with it and
 ///   refuses with an error otherwise, atomically with the write.
 #[derive(Clone, Debug)]
 pub enum Fence {
     Pg {
-        /// The hold session's server process.
+        /// The hold session's server process, for messages.
         pid: i32,
-        lock_key: i64,
-        /// The oid of the session's database, as `pg_locks.database` shows it.
-        database: u32,
+        /// The run's own key, held exclusively by the hold session for as long as it lives.
+        fence_key: i64,
         schema: String,
     },
     Redis {
@@ -150,24 +153,15 @@ impl Held {
     }
 
     /// With a PostgreSQL hold: one statement that fails unless the hold's session still holds
-    /// the schema's advisory lock (one scan of the server's lock table, filtered to one row).
-    /// Constants only, so it can share a simple-query message with `COMMIT`.
+    /// the run's fence key (a shared try-lock that only that session's exclusive lock refuses;
+    /// granted, it is released with the aborted transaction). Constants only, so it can share
+    /// a simple-query message with `COMMIT`.
     pub fn pg_fence_sql(&self) -> Option<String> {
-        let Some(Fence::Pg {
-            pid,
-            lock_key,
-            database,
-            ..
-        }) = &self.fence
-        else {
+        let Some(Fence::Pg { fence_key, .. }) = &self.fence else {
             return None;
         };
-        let (high, low) = lock_key_halves(*lock_key);
         Some(format!(
-            "SELECT 1 / (SELECT count(*)::int FROM pg_catalog.pg_locks
-                          WHERE locktype = 'advisory' AND pid = {pid} AND granted AND objsubid = 1
-                            AND classid::int8 = {high} AND objid::int8 = {low}
-                            AND database = {database})"
+            "SELECT 1 / (NOT pg_catalog.pg_try_advisory_xact_lock_shared({fence_key}::int8))::int"
         ))
     }
 
@@ -422,12 +416,15 @@ pub fn hold_pg_schema(
                 "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
             )));
         }
-        let (pid, database): (i32, u32) = client
+        // The run's own fence key (see `Fence`): random, so no other run's session holds it.
+        // It is not part of any output, so it need not follow `--seed`.
+        let fence_key = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
+        let pid: i32 = client
             .query_one(
-                "SELECT pg_backend_pid(), oid FROM pg_database WHERE datname = current_database()",
-                &[],
+                "SELECT pg_backend_pid() FROM (SELECT pg_advisory_lock($1)) AS fence",
+                &[&fence_key],
             )
-            .and_then(|r| Ok((r.try_get(0)?, r.try_get(1)?)))
+            .and_then(|r| r.try_get(0))
             .map_err(|e| fail(super::pg_message(&e)))?;
         // The session moves into the watcher, which closes it (releasing the lock) when stopped;
         // its guard keeps that close from waiting for ever on a stopped server.
@@ -461,8 +458,7 @@ pub fn hold_pg_schema(
             watch: Some(watch),
             fence: Some(Fence::Pg {
                 pid,
-                lock_key,
-                database,
+                fence_key,
                 schema: schema.to_string(),
             }),
         })

@@ -4,11 +4,13 @@
 //! and the claim lock that stands in for a unique index in `sql`.
 
 use super::config::quote_ident;
+use super::deadline::{SWEEP_TIMEOUT, engine_settings};
 use super::pool::{PgPool, PoolInner};
 use super::{PostgresStore, Sweeper};
 use crate::clock::Millis;
 use crate::store::StoreError;
 use postgres::Client;
+use postgres::error::SqlState;
 
 /// A partition's name: the start of its range in milliseconds since the Unix epoch.
 fn partition_name(from_ms: Millis) -> String {
@@ -124,9 +126,16 @@ impl PoolInner {
 
 impl PostgresStore {
     /// The partition sweeper: every partition whose range ended by `now_ms` holds only expired
-    /// records, so it is detached (`CONCURRENTLY`: lookups and claims on the other partitions
-    /// do not wait for it) and dropped. Its keys are read first for the caller's purge record,
-    /// as the `DELETE`'s `RETURNING` gives them; production would skip that read.
+    /// records, so it is detached and dropped. Its keys are read first for the caller's purge
+    /// record, as the `DELETE`'s `RETURNING` gives them; production would skip that read.
+    ///
+    /// Read, detach and drop are one transaction committed with the hold's fence, like every
+    /// other write (see `exclusive::Fence`): a run that lost its hold detaches nothing, even if
+    /// it was stopped between two statements and another run now writes in the schema. That
+    /// rules out `DETACH … CONCURRENTLY` (it cannot run in a transaction), so the detach takes
+    /// its brief `ACCESS EXCLUSIVE` lock on the key table; waiting for it is bounded by the
+    /// engine's `lock_timeout`, and a detach that times out is left for the next sweep rather
+    /// than queue every claim behind it.
     pub(super) fn drop_expired_partitions(
         &mut self,
         now_ms: Millis,
@@ -145,27 +154,47 @@ impl PostgresStore {
             .filter(|(start, _)| start + period_ms <= now_ms)
             .collect();
         expired.sort();
+        let commit = inner.commit_sql().to_string();
         for (start, name) in expired {
             let part = format!("{schema}.{}", quote_ident(&name));
             let conn = self.conn()?;
+            let guard = conn.guard.clone();
+            let _armed = guard.arm("the partition sweeper's detach and drop", SWEEP_TIMEOUT);
             let rows = conn
                 .client
-                .query(&format!("SELECT caller_id, idem_key FROM {part}"), &[])
-                .map_err(|e| inner.pg_err(e))?;
+                .batch_execute(&format!(
+                    "SET statement_timeout = {}; BEGIN",
+                    SWEEP_TIMEOUT.as_millis()
+                ))
+                .and_then(|()| {
+                    conn.client
+                        .query(&format!("SELECT caller_id, idem_key FROM {part}"), &[])
+                })
+                .and_then(|rows| {
+                    conn.client
+                        .batch_execute(&format!(
+                            "ALTER TABLE {schema}.idempotency_keys DETACH PARTITION {part};
+                             DROP TABLE {part}; {commit}"
+                        ))
+                        .map(|()| rows)
+                });
+            if rows.as_ref().is_err_and(|e| e.code().is_some()) {
+                let _ = conn.client.batch_execute("ROLLBACK");
+            }
+            let restored = conn.client.batch_execute(&engine_settings());
+            let rows = match rows {
+                Ok(rows) => rows,
+                // Busy: the next sweep tries again.
+                Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => break,
+                Err(e) => return Err(inner.commit_err(&guard, e)),
+            };
+            restored.map_err(|e| inner.stmt_err(&guard, e))?;
             for r in &rows {
                 purged.push((
                     r.try_get(0).map_err(|e| inner.pg_err(e))?,
                     r.try_get(1).map_err(|e| inner.pg_err(e))?,
                 ));
             }
-            conn.client
-                .batch_execute(&format!(
-                    "ALTER TABLE {schema}.idempotency_keys DETACH PARTITION {part} CONCURRENTLY"
-                ))
-                .map_err(|e| inner.pg_err(e))?;
-            conn.client
-                .batch_execute(&format!("DROP TABLE {part}"))
-                .map_err(|e| inner.pg_err(e))?;
             inner
                 .partitions
                 .lock()
