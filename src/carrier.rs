@@ -155,7 +155,7 @@ pub struct CarrierConfig {
     /// The carrier's own key window for a repeated key. 24 h, like Stripe's, by default.
     pub window_ms: Millis,
     /// Price of one label, in cents: the seed's $6.00.
-    pub price_cents: i64,
+    pub label_price_cents: i64,
     pub seed: u64,
 }
 
@@ -168,7 +168,7 @@ impl Default for CarrierConfig {
             hang_ms: 60_000,
             error_fraction: 0.0,
             window_ms: crate::duration::DAY_MS,
-            price_cents: 600,
+            label_price_cents: 600,
             seed: 1,
         }
     }
@@ -353,7 +353,7 @@ impl Carrier {
                 hung,
             };
         }
-        let label = s.sell(p, now_ms, self.config.price_cents);
+        let label = s.sell(p, now_ms, self.config.label_price_cents);
         if let Some(key) = p.key {
             let expires = now_ms + self.config.window_ms;
             s.keys.insert(key.to_string(), (label.clone(), expires));

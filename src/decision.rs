@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::format::{count_per_day as per_day, human_bytes, human_count, human_duration, usd};
 use crate::model::{self, FormulaError, ModelParams};
 use crate::stats::Interval;
-use crate::store::SweeperPlan;
+use crate::sweeper::SweeperPlan;
 use crate::traffic::{Arrivals, RetryDelay, RetryEvidence};
 
 /// Default target: fewer than one real duplicate label a month (1/30 per day). A duplicate is
@@ -184,7 +184,7 @@ pub struct DecisionInputs {
     /// stands, the same figure without the sampling noise.
     pub measured_timeouts: Option<MeasuredTimeouts>,
     /// The store's sweeper and its period: at each retention weighed, records live their
-    /// retention plus the sweeper's mean lag ([`crate::store::Sweeper::mean_lag_s`]). `None`: the model's
+    /// retention plus the sweeper's mean lag ([`crate::sweeper::Sweeper::mean_lag_s`]). `None`: the model's
     /// store, records gone at their retention.
     pub sweeper: Option<(SweeperPlan, f64)>,
     /// The arrival process, when it is not constant at the model's rate: the store budget is

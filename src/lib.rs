@@ -24,5 +24,6 @@ pub mod settings;
 pub mod sim;
 pub mod stats;
 pub mod store;
+pub mod sweeper;
 pub(crate) mod tables;
 pub mod traffic;

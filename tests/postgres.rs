@@ -1025,3 +1025,44 @@ fn partitions_size_the_store_with_the_records_real_lifetime() {
         "{quoted} against {hand} by hand"
     );
 }
+
+/// docs/postgres.md quotes the errors a bad URL gets (a closed port, an unknown role, a missing
+/// database): each must be what `simulate` prints today (issue 36 items 6 and 8).
+#[test]
+fn the_connection_errors_the_docs_quote_are_what_it_prints() {
+    match std::env::var(common::PG_URL_VAR) {
+        Ok(u) if !u.trim().is_empty() => {}
+        _ if std::env::var_os("CI").is_some() => {
+            panic!("CI is set but {} is not", common::PG_URL_VAR)
+        }
+        _ => return eprintln!("SKIPPED: {} is not set", common::PG_URL_VAR),
+    }
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/postgres.md"),
+    )
+    .unwrap();
+    // A port nothing listens on: bound and released here.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    for url in [
+        format!("postgres://postgres:pw@127.0.0.1:{port}/test"),
+        "postgres://nobody:pw@127.0.0.1/test".to_string(),
+        "postgres://postgres@127.0.0.1/nosuchdb".to_string(),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+            .args(["simulate", "--store", &url, "--retention", "1h", "--quiet"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{url}");
+        let said = String::from_utf8_lossy(&out.stderr)
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .replace(&port.to_string(), "5499");
+        assert!(
+            doc.contains(&said),
+            "docs/postgres.md does not quote what {url} gets:\n{said}"
+        );
+    }
+}

@@ -185,3 +185,34 @@ fn slow_carrier() {
         ],
     );
 }
+
+/// docs/fit.md quotes the scenario `fit` writes for the bundled example log: every line it
+/// quotes (the histogram's shortened one aside) must be a line `fit` writes today.
+#[test]
+fn fit_example_scenario() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("example-requests.toml");
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .current_dir(root)
+        .args(["fit", "scenarios/logs/example-requests.csv", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let written = std::fs::read_to_string(&out).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/fit.md")).unwrap();
+    let start = doc
+        .find("```toml\n# Fitted by `idemcalc fit` from scenarios/logs/example-requests.csv")
+        .expect("docs/fit.md quotes the example's scenario");
+    let block = &doc[start + "```toml\n".len()..];
+    let block = &block[..block.find("```").unwrap()];
+    let stale: Vec<&str> = block
+        .lines()
+        .filter(|l| !l.contains('…') && !written.lines().any(|w| w == *l))
+        .collect();
+    assert!(
+        stale.is_empty(),
+        "docs/fit.md quotes lines `fit` no longer writes: {stale:#?}\nit writes:\n{written}"
+    );
+}

@@ -206,7 +206,7 @@ fn simulate_counts_completed_keys_without_a_label_as_they_happen() {
             "40m",
             "--rate",
             "20",
-            "--crash-rate",
+            "--crash-fraction",
             "0.01",
             "--crash-point",
             "inside-txn2",

@@ -76,7 +76,11 @@ fn writes_every_file_and_the_same_json_twice() {
     );
 
     let json: serde_json::Value = serde_json::from_slice(&j1).unwrap();
-    assert_eq!(json["schema_version"], 3);
+    assert_eq!(json["schema_version"], 4);
+    assert_eq!(
+        json["scenarios"][0]["runs"][0]["config"]["carrier"]["label_price_cents"],
+        600
+    );
     assert_eq!(json["scenarios"][0]["kind"], "sizing");
     assert_eq!(json["scenarios"][1]["kind"], "timeline");
     // The headline decision is the first sizing scenario's, at its measured bytes per record.

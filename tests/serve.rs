@@ -740,3 +740,132 @@ fn load_against_serve_labels_every_intent_once() {
     // Lost replies (5 % of the seed's 60 % of timed-out calls here) come back as replays.
     assert!(json["replays"].as_u64().unwrap() <= started, "{json}");
 }
+
+/// A running `idemcalc carrier`, killed when the test ends however it ends.
+struct CarrierProcess(Child);
+
+impl Drop for CarrierProcess {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `idemcalc carrier --listen 127.0.0.1:0 ARGS…`, once it listens: the process and its URL.
+fn start_carrier(args: &[&str]) -> (CarrierProcess, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["carrier", "--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("no listening line from the carrier: {line:?}"))
+        .to_string();
+    (CarrierProcess(child), base)
+}
+
+/// Issue 38: the carrier as a real hop. The seed's lease-takeover timeline with the carrier
+/// behind HTTP (`idemcalc carrier`, `serve --carrier-url`): the first attempt dies after the
+/// carrier sold the label, the takeover calls the carrier again with the same derived key and
+/// gets the same label back. Reconciled from outside: the carrier's invoice holds one line,
+/// and it is the label the service stored and answered.
+#[test]
+fn the_lease_takeover_timeline_with_the_carrier_behind_http() {
+    let (carrier, carrier_url) = start_carrier(&["--time-scale", "10"]);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let s = Server::start(
+        &format!("sqlite:{}", path.display()),
+        &[
+            "--test-hooks",
+            "--time-scale",
+            "10",
+            "--carrier-url",
+            &carrier_url,
+        ],
+    );
+    let c = client();
+    let key = Some("\"label:918273:1:v1\"");
+    let died = s
+        .post(&c, key, BODY)
+        .header("idemcalc-test-die", "after-carrier")
+        .send();
+    assert!(died.is_err(), "{died:?}");
+    let last = loop {
+        let r = s.post(&c, key, BODY).send().unwrap();
+        if r.status().as_u16() != 409 {
+            break r;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(last.status().as_u16(), 201);
+    let label: serde_json::Value = serde_json::from_str(&last.text().unwrap()).unwrap();
+    // A replay of the same key answers the same label, and the carrier is not called again.
+    let again = s.post(&c, key, BODY).send().unwrap();
+    assert_eq!(again.status().as_u16(), 201);
+    assert!(again.headers().contains_key("idempotent-replayed"));
+    let invoice: serde_json::Value = serde_json::from_str(
+        &c.get(format!("{carrier_url}/v1/invoice"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap(),
+    )
+    .unwrap();
+    let lines = invoice.as_array().unwrap();
+    assert_eq!(lines.len(), 1, "one purchase for one intent: {invoice}");
+    assert_eq!(lines[0]["label_id"], label["label_id"]);
+    assert_eq!(lines[0]["tracking_no"], label["tracking_no"]);
+    assert_eq!(
+        lines[0]["carrier_key"],
+        idemcalc::carrier::carrier_key("fulfilment", "label:918273:1:v1")
+    );
+    // What the service saw of the carrier: one purchase, then one replay (the takeover's call).
+    assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 1.0);
+    assert_eq!(s.metric(&c, "idemcalc_carrier_replays_total"), 1.0);
+    assert_eq!(s.metric(&c, "idemcalc_takeovers_total"), 1.0);
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("over HTTP"), "{err}");
+    drop(carrier);
+    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+    use idemcalc::store::Store as _;
+    let labels = store.labels().unwrap();
+    assert_eq!(labels.len(), 1);
+    assert_eq!(labels[0].label_id, label["label_id"].as_str().unwrap());
+}
+
+/// A carrier that does not answer (nothing listens at `--carrier-url`) is the seed's timeout: a
+/// 503 the client retries with the same key, the lease handed back, no label stored.
+#[test]
+fn an_unreachable_carrier_is_a_timeout_and_stores_nothing() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", closed.local_addr().unwrap());
+    drop(closed);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let s = Server::start(
+        &format!("sqlite:{}", path.display()),
+        &["--carrier-url", &url],
+    );
+    let c = client();
+    let r = s.post(&c, Some("\"k-unreachable\""), BODY).send().unwrap();
+    let p = problem(r, 503, "carrier_timeout");
+    assert!(p["detail"].is_string() || p["title"].is_string(), "{p}");
+    // The lease was handed back: the retry is not a 409 but another try at the carrier.
+    let r = s.post(&c, Some("\"k-unreachable\""), BODY).send().unwrap();
+    assert_eq!(r.status().as_u16(), 503);
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+    use idemcalc::store::Store as _;
+    assert_eq!(store.count_labels().unwrap(), 0);
+}

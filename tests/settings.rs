@@ -33,6 +33,39 @@ fn every_flag_default_equals_the_scenario_files_default() {
     assert_eq!(Settings::default(), file);
 }
 
+/// `SimConfig::default()` (the simulator sits below `settings` and cannot ask the knob table)
+/// repeats the table's defaults: it must repeat them exactly, field for field.
+#[test]
+fn the_simulators_own_default_is_the_knob_tables() {
+    let own = serde_json::to_value(idemcalc::sim::replay::SimConfig::default()).unwrap();
+    let table = serde_json::to_value(Settings::default().sim_config(86_400.0)).unwrap();
+    assert_eq!(own, table);
+}
+
+/// Issue 34 item 10: one name per concept. The label price and the crash fraction had other
+/// names in scenario files (`price_usd`, `crash_rate`) and on the command line
+/// (`--crash-rate`); the new names are the knobs', and files and commands written before still
+/// read the same.
+#[test]
+fn renamed_fields_and_flags_still_read_the_same() {
+    let new =
+        parse("name = \"x\"\n[carrier]\nlabel_price_usd = 4.8\n[traffic]\ncrash_fraction = 0.01\n")
+            .unwrap()
+            .settings;
+    let old = parse("name = \"x\"\n[carrier]\nprice_usd = 4.8\n[traffic]\ncrash_rate = 0.01\n")
+        .unwrap()
+        .settings;
+    assert_eq!(new, old);
+    assert_eq!(new.carrier.label_price_usd, 4.8);
+    assert_eq!(new.traffic.crash_fraction, 0.01);
+    let flags = Flags::<SIMULATE>::from_pairs(&[("crash_fraction", "0.01")]);
+    assert_eq!(flags.settings().unwrap().traffic.crash_fraction, 0.01);
+    assert_eq!(
+        dry_run(&["--crash-rate", "0.01"]),
+        dry_run(&["--crash-fraction", "0.01"])
+    );
+}
+
 /// The same default typed explicitly as a flag and written explicitly in a file lands on the
 /// defaults: the table's text is valid in both spellings, and both read it the same way.
 #[test]
@@ -146,7 +179,7 @@ const AS_FLAGS: &[(&str, &[&str])] = &[
             "--retention=24h",
             "--record-placement=separate-store",
             "--rate=400",
-            "--crash-rate=0.01",
+            "--crash-fraction=0.01",
             "--crash-point=inside-txn2",
             "--backoff-base=5s",
             "--backoff-cap=30s",
@@ -461,8 +494,8 @@ fn old_flag_spellings_are_aliases() {
 fn errors_name_real_flags() {
     for (args, flag) in [
         (
-            vec!["simulate", "--dry-run", "--crash-rate=2"],
-            "--crash-rate",
+            vec!["simulate", "--dry-run", "--crash-fraction=2"],
+            "--crash-fraction",
         ),
         (
             vec!["simulate", "--dry-run", "--max-attempts=0"],
@@ -747,4 +780,25 @@ fn help_is_grouped_by_section_and_short_with_h() {
         let widest = text.lines().map(|l| l.chars().count()).max().unwrap_or(0);
         assert!(widest <= 100, "a help line of {widest} characters");
     }
+}
+
+/// Issue 36 item 9: `replicas` (full copies of the store, under `[model]`) written where the
+/// simulation's `replicates` go gets both names in its error, not only the list of fields.
+#[test]
+fn a_near_miss_field_names_the_field_meant() {
+    let e = parse("name = \"x\"\n[traffic]\nreplicas = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did you mean `replicates`?"), "{e}");
+    assert!(e.contains("`replicas` is a field of `[model]`"), "{e}");
+    let e = parse("name = \"x\"\n[model]\nreplicates = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("did you mean `replicas`?"), "{e}");
+    assert!(e.contains("`replicates` is a field of `[traffic]`"), "{e}");
+    // Nothing near: no guess.
+    let e = parse("name = \"x\"\n[traffic]\nzzz = 3\n")
+        .unwrap_err()
+        .to_string();
+    assert!(!e.contains("did you mean"), "{e}");
 }

@@ -77,7 +77,7 @@ fn run_with_model(cfg: &SimConfig, replicates: u32) -> SimReport {
         retention_s: cfg.retention_s(),
         timeout_fraction: cfg.expected_timeout_fraction(),
         done_fraction: cfg.done_fraction,
-        label_price_usd: cfg.carrier.price_cents as f64 / 100.0,
+        label_price_usd: cfg.carrier.label_price_cents as f64 / 100.0,
         carrier_window_s: cfg.carrier.window_ms as f64 / 1000.0,
         bytes_per_record: cfg.engine.payload.record_bytes(),
         ..ModelParams::default()
@@ -901,4 +901,40 @@ fn short_lease_takeovers_per_day(delay: &RetryDelay) -> f64 {
         p += (u1 - u0) * above(d_ms.max(1_000.0));
     }
     34_560_000.0 * p
+}
+
+/// Issue 34 item 6: at the seed's own scale the intervals cover about as often as they say.
+/// Seeds 1–12 (fixed, so the count is too): timed-out calls a day at the defaults against the
+/// hand 400/s × 86,400 s × 0.1 % = 34,560, and duplicate labels of the separate-store failure
+/// against its hand derivation, each covered by at least 10 of 12 intervals (at a true 95 %,
+/// 10 or more happen 98 % of the time). The 40-seed counts are in docs/simulate.md.
+#[test]
+fn intervals_cover_the_hand_derivations_at_the_seeds_scale() {
+    let seed_table = RetryDelay::seed();
+    let day = 86_400.0;
+    // Crashed intents (1 % of 34.56 M) and the baseline's timed-out calls that ran (60 % of
+    // 34,560) buy a second label when retried after the carrier's 24 h window.
+    let separate_hand = (34_560_000.0 * 0.01 + 34_560.0 * 0.6) * seed_table.survival(day);
+    let separate = Scenario::load(
+        &Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/failure-separate-store.toml"),
+    )
+    .unwrap();
+    let (mut timed_out, mut duplicates) = (0, 0);
+    for seed in 1..=12u64 {
+        let mut cfg = Settings::default().sim_config(day);
+        cfg.target_ordinary = 10_000.0;
+        cfg.seed = seed;
+        let r = run(&cfg, 1);
+        timed_out += u32::from(r.timed_out_per_day.interval().covers(34_560.0));
+        let mut cfg = separate.sim_configs().remove(0);
+        cfg.target_ordinary = 5_000.0;
+        cfg.seed = seed;
+        let r = run(&cfg, 1);
+        duplicates += u32::from(r.duplicate_labels_per_day.interval().covers(separate_hand));
+    }
+    assert!(timed_out >= 10, "timed-out calls: {timed_out} of 12 cover");
+    assert!(
+        duplicates >= 10,
+        "separate store: {duplicates} of 12 cover {separate_hand:.0}"
+    );
 }

@@ -2,7 +2,7 @@ use super::{EXIT_BUDGET, Format};
 use crate::bench::checkpoint::Checkpoints;
 use crate::bench::{self, BenchConfig, mix::Mix};
 use crate::store::group::GroupPolicy;
-use crate::store::{Sweeper, Synchronous};
+use crate::store::{SweeperPlan, Synchronous};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -23,12 +23,6 @@ pub enum CheckpointArg {
     Background,
     Inline,
     Deferred,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum SweeperArg {
-    Delete,
-    Partitions,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -131,12 +125,13 @@ pub struct BenchArgs {
     /// On PostgreSQL: the key table as `delete` leaves it (the seed's) or partitioned by
     /// expiry (`partitions`): claims then take a per-key advisory lock, lookups probe every
     /// partition. The bench runs no sweeper; it measures what the layout costs the requests.
-    #[arg(long, value_enum, default_value = "delete")]
-    pub sweeper: SweeperArg,
+    #[arg(long, default_value = SweeperPlan::NAMES[0],
+          value_parser = clap::builder::PossibleValuesParser::new(SweeperPlan::NAMES))]
+    pub sweeper: String,
     /// With --sweeper partitions: the range of one partition (default a quarter of the
-    /// bench's 24 h retention).
-    #[arg(long, default_value = "6h", value_parser = crate::duration::clap_parse)]
-    pub partition_period: Duration,
+    /// bench's 24 h retention, as in `simulate`).
+    #[arg(long, value_parser = crate::duration::clap_parse)]
+    pub partition_period: Option<Duration>,
     /// Time each statement of both sides and print their latencies (as `pgbench -r`): txn 1's
     /// BEGIN, claim insert, select on conflict, takeover and COMMIT; txn 2's BEGIN, completion,
     /// label insert and COMMIT. Adds two clock reads per statement to both sides.
@@ -176,12 +171,13 @@ impl BenchArgs {
             prefill_keys: self.prefill,
             pool_size: self.pool,
             per_statement: self.per_statement,
-            sweeper: match self.sweeper {
-                SweeperArg::Delete => Sweeper::Delete,
-                SweeperArg::Partitions => Sweeper::Partitions {
-                    period_ms: crate::duration::ms(self.partition_period),
-                },
-            },
+            // The parser lets through only `SweeperPlan::NAMES`.
+            sweeper: SweeperPlan::named(
+                &self.sweeper,
+                self.partition_period.map(|d| d.as_secs_f64()),
+            )
+            .unwrap_or_default()
+            .at(crate::bench::fill::RETENTION_MS as f64 / 1000.0),
             ..BenchConfig::default()
         }
     }

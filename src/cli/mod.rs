@@ -5,6 +5,7 @@
 //! (a flag, a file, a store that cannot be opened).
 
 pub mod bench;
+pub(crate) mod carrier;
 pub(crate) mod estimate;
 pub(crate) mod fit;
 pub(crate) mod load;
@@ -29,6 +30,46 @@ use clap::{Parser, Subcommand};
 pub(crate) struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// The subcommands and, for each, its long flags (`--retention`, …), for checking text that
+/// names them (`tests/doc_commands.rs`).
+pub fn subcommands() -> Vec<(String, Vec<String>)> {
+    use clap::CommandFactory as _;
+    Cli::command()
+        .get_subcommands()
+        .map(|c| {
+            let flags = c
+                .get_arguments()
+                .flat_map(|a| {
+                    let mut names: Vec<String> =
+                        a.get_long().map(|l| format!("--{l}")).into_iter().collect();
+                    names.extend(
+                        a.get_all_aliases()
+                            .unwrap_or_default()
+                            .into_iter()
+                            .map(|l| format!("--{l}")),
+                    );
+                    names
+                })
+                .collect();
+            (c.get_name().to_string(), flags)
+        })
+        .collect()
+}
+
+/// Whether `args` (the program name first) is a command line `idemcalc` accepts: every
+/// subcommand and flag exists and every value clap checks itself is valid. The documentation's
+/// commands are held to it (`tests/doc_commands.rs`), so a renamed flag cannot leave them stale.
+pub fn parses(args: &[String]) -> Result<(), String> {
+    use clap::Parser as _;
+    match Cli::try_parse_from(args) {
+        Ok(_) => Ok(()),
+        Err(e) => match e.kind() {
+            clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => Ok(()),
+            _ => Err(e.render().to_string()),
+        },
+    }
 }
 
 /// Parsed once at startup, so the size of the largest variant does not matter.
@@ -63,6 +104,9 @@ pub(crate) enum Command {
     /// per outcome and, checked from outside, duplicate labels, unexpected 422s and stuck
     /// intents. Exits 1 when a budget is broken.
     Load(load::LoadArgs),
+    /// Run the simulated carrier (its own key store, latency, hangs, refusals, billing ledger)
+    /// over HTTP, for `idemcalc serve --carrier-url`: the carrier call as a real network hop.
+    Carrier(carrier::CarrierArgs),
 }
 
 /// Exit code for bad input.
@@ -85,6 +129,7 @@ pub fn main() -> i32 {
         Command::Fit(args) => fit::run(args),
         Command::Serve(args) => serve::run(args),
         Command::Load(args) => load::run(args),
+        Command::Carrier(args) => carrier::run(args),
     };
     match result {
         Ok(code) => code,

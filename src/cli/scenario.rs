@@ -12,9 +12,10 @@ pub struct ScenarioArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: Format,
-    /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`. A
-    /// PostgreSQL run uses a temporary schema dropped afterwards, unless `?schema=NAME` names one
-    /// to keep (default: SQLite in memory). It must be empty.
+    /// The store: `sqlite:PATH`, a file path, `postgres://USER@HOST:PORT/DATABASE` or
+    /// `redis://HOST:PORT[/DB]`. A PostgreSQL or Redis run uses a temporary schema or prefix
+    /// removed afterwards, unless `?schema=NAME` / `?prefix=NAME` names one to keep (default:
+    /// SQLite in memory). It must be empty.
     #[arg(long, value_name = "SPEC", conflicts_with = "db")]
     pub store: Option<String>,
     /// Keep the SQLite store in this new file: shorthand for `--store sqlite:FILE`.

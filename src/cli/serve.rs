@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// false positives up to it).
     #[arg(long, value_name = "KEYS", default_value_t = 1_000_000)]
     pub purge_memory: usize,
+    /// Call the carrier over HTTP at this URL (`idemcalc carrier --listen`, or any service with
+    /// its `POST /v1/labels`), with the derived key and the carrier timeout, instead of the
+    /// simulated carrier in this process. Its knobs (latency, window, price) are then the
+    /// carrier's own.
+    #[arg(long, value_name = "URL")]
+    pub carrier_url: Option<String>,
     /// Tests only: honour the `idemcalc-test-die` request header, which makes a handler die at
     /// a point of its attempt (after-txn1, after-carrier, inside-txn2) as a killed process would.
     #[arg(long)]
@@ -157,13 +163,25 @@ impl ServeArgs {
         if let Some(spec) = &self.store {
             crate::store::StoreSpec::parse(spec)?;
         }
+        let carrier_url = match &self.carrier_url {
+            None => None,
+            Some(text) => {
+                let url = reqwest::Url::parse(text)
+                    .map_err(|e| anyhow::anyhow!("--carrier-url {text:?}: {e}"))?;
+                if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+                    anyhow::bail!("--carrier-url {text:?}: give an http:// or https:// URL");
+                }
+                Some(url)
+            }
+        };
         Ok(ServeConfig {
+            carrier_url,
             listen: self.listen,
             store: self.store.clone(),
             pool_size: self.pool,
             engine: settings.engine_config(retention_s),
             carrier: settings.carrier_config(),
-            sweeper: crate::run::plan::sweeper_plan(&settings).at(retention_s),
+            sweeper: settings.traffic.sweeper.at(retention_s),
             sweep_period_ms: crate::duration::ms(Duration::from_secs_f64(
                 settings.traffic.sweep_period_s,
             )),

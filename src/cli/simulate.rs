@@ -40,9 +40,11 @@ pub struct SimulateArgs {
     /// Keep the SQLite store in this file (replicates and sweep points get a suffix).
     #[arg(long, conflicts_with = "store")]
     pub db: Option<PathBuf>,
-    /// The store: `sqlite:PATH`, a file path, or `postgres://USER@HOST:PORT/DATABASE`
-    /// (default: SQLite in memory, the same figures as a file's). Each replicate and sweep point gets its own file or
-    /// schema; PostgreSQL runs without `?schema=NAME` use scratch schemas dropped afterwards.
+    /// The store: `sqlite:PATH`, a file path, `postgres://USER@HOST:PORT/DATABASE` or
+    /// `redis://HOST:PORT[/DB]` (the seed's rejected separate store: records in Redis, labels
+    /// in a SQLite file) (default: SQLite in memory, the same figures as a file's). Each
+    /// replicate and sweep point gets its own file, schema or prefix; PostgreSQL and Redis runs
+    /// without `?schema=NAME` / `?prefix=NAME` use scratch ones removed afterwards.
     #[arg(long, value_name = "SPEC")]
     pub store: Option<String>,
     /// No progress bar.

@@ -405,19 +405,23 @@ impl Engine {
         }
     }
 
+    /// The key the carrier is sent for `a`: the seed's `'carrier:' || key`, with the caller
+    /// column joined unambiguously (see `carrier_key`); with global scoping the column is `*`
+    /// and equal keys meet, as they do in our store. `None` under `--carrier-key none`. The one
+    /// derivation for the in-process carrier and one behind HTTP (`serve --carrier-url`).
+    pub fn carrier_key_for(&self, a: &Attempt) -> Option<String> {
+        match self.config.carrier_key {
+            CarrierKey::Derived => Some(crate::carrier::carrier_key(&a.caller_id, &a.idem_key)),
+            CarrierKey::None => None,
+        }
+    }
+
     /// The carrier call, with no transaction open and no row lock held.
     pub fn call_carrier(&self, a: &Attempt) -> CarrierReply {
-        // The seed's `'carrier:' || key`, with the caller column joined unambiguously (see
-        // `carrier_key`); with global scoping the column is `*` and equal keys meet, as they do
-        // in our store.
-        let derived = crate::carrier::carrier_key(&a.caller_id, &a.idem_key);
-        let key = match self.config.carrier_key {
-            CarrierKey::Derived => Some(derived.as_str()),
-            CarrierKey::None => None,
-        };
+        let key = self.carrier_key_for(a);
         self.carrier.purchase(
             &Purchase {
-                key,
+                key: key.as_deref(),
                 order_id: a.label.order_id,
                 parcel_no: a.label.parcel_no,
                 label_version: a.label.label_version,

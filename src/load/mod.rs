@@ -86,9 +86,10 @@ impl LoadConfig {
     /// The seed's client against `url` at `rate_per_s` for `duration`: 250 ms deadline, 4
     /// attempts, backoff 100 ms doubling to 5 s (the simulated client's defaults), the seed's
     /// retry table, and the seed's share of replies lost after the server ran the call
-    /// (timeouts × done fraction: 0.1 % × 60 %).
+    /// (timeouts × done fraction: 0.1 % × 60 %). All of them are the knob table's defaults, the
+    /// ones `simulate` replays with.
     pub fn seed(url: reqwest::Url, rate_per_s: f64, duration: Duration) -> Self {
-        let sim = crate::sim::replay::SimConfig::default();
+        let sim = crate::settings::Settings::default().sim_config(crate::duration::DAY_S);
         let ms = |v: crate::clock::Millis| Duration::from_millis(v.max(0) as u64);
         let deadline = ms(sim.deadline_ms);
         LoadConfig {

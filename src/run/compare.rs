@@ -8,8 +8,8 @@
 //! another seed marks nothing in 19 reports out of 20, while a doubled response size marks the
 //! store at once. Figures without an interval (exact counts) change when they differ at all.
 //!
-//! The baseline is read as plain JSON, field by field, so a summary of any schema version (1 to 3)
-//! compares; a scenario or retention missing on either side is listed, not guessed.
+//! The baseline is read as plain JSON, field by field, so a summary of any schema version (1 to 4)
+//! compares (a field renamed since is read under its new name); a scenario or retention missing on either side is listed, not guessed.
 
 use super::results::{
     BrokenBudget, Change, ChangeFigure, Comparison, InputChange, Status, Summary, Verdict,
@@ -215,7 +215,7 @@ struct BaselineRun {
 }
 
 /// The simulation inputs that differ between a baseline run and this one, as dotted paths of the
-/// run's `config` (`engine.retention_ms`, `carrier.price_usd`): what changed, so a reader of the
+/// run's `config` (`engine.retention_ms`, `carrier.label_price_cents`): what changed, so a reader of the
 /// figures' changes knows why.
 fn input_changes(
     scenario: &str,
@@ -226,6 +226,11 @@ fn input_changes(
     let (mut old, mut new) = (Vec::new(), Vec::new());
     flatten("", before, &mut old);
     flatten("", after, &mut new);
+    for (path, _) in &mut old {
+        if let Some((_, now)) = RENAMED_CONFIG_PATHS.iter().find(|(was, _)| was == path) {
+            *path = (*now).to_string();
+        }
+    }
     let mut out = Vec::new();
     for (path, value) in &new {
         let was = old.iter().find(|(p, _)| p == path).map(|(_, v)| v.clone());
@@ -241,6 +246,11 @@ fn input_changes(
     }
     out
 }
+
+/// Inputs of a run's `config` renamed since an older schema, with their names now: a baseline
+/// written before reads as the same input, not as one gone and one new.
+const RENAMED_CONFIG_PATHS: &[(&str, &str)] =
+    &[("carrier.price_cents", "carrier.label_price_cents")];
 
 /// A JSON value as `(dotted path, value text)` leaves.
 fn flatten(prefix: &str, v: &serde_json::Value, out: &mut Vec<(String, String)>) {
@@ -360,5 +370,19 @@ mod tests {
             )
             .real
         );
+    }
+
+    /// A schema-3 baseline's `carrier.price_cents` is the same input as `label_price_cents`
+    /// now: unchanged when the price is, and named by its new name when it changed.
+    #[test]
+    fn a_renamed_input_reads_as_the_same_input() {
+        let before = serde_json::json!({ "carrier": { "price_cents": 600 } });
+        let same = serde_json::json!({ "carrier": { "label_price_cents": 600 } });
+        assert!(input_changes("s", "24h", &before, &same).is_empty());
+        let dearer = serde_json::json!({ "carrier": { "label_price_cents": 480 } });
+        let changes = input_changes("s", "24h", &before, &dearer);
+        assert_eq!(changes.len(), 1);
+        assert_eq!(changes[0].input, "carrier.label_price_cents");
+        assert_eq!(changes[0].before, "600");
     }
 }

@@ -507,10 +507,7 @@ pub fn decision(
         count_carrier_window: !settings.budgets.without_carrier_window,
         measured_duplicates: runs.iter().filter_map(measured_duplicates).collect(),
         measured_timeouts: measured_timeouts(runs),
-        sweeper: Some((
-            plan::sweeper_plan(settings),
-            settings.traffic.sweep_period_s,
-        )),
+        sweeper: Some((settings.traffic.sweeper, settings.traffic.sweep_period_s)),
         arrivals: Some(plan.arrivals.clone()),
     };
     decide(&params, &plan.retry, &inputs)

@@ -9,9 +9,9 @@
 
 use crate::model::{self, Estimate, ModelParams};
 use crate::scenario::Loaded;
-use crate::settings::{Retry, Settings, SweeperChoice};
+use crate::settings::{Retry, Settings};
 use crate::sim::replay::SimConfig;
-use crate::store::{Sweeper, SweeperPlan};
+use crate::store::Sweeper;
 use crate::traffic::{Arrivals, RetryDelay};
 
 /// One set of settings, resolved.
@@ -88,7 +88,7 @@ impl Plan {
                 .iter()
                 .map(|&retention_s| {
                     let params = settings.model_params(retention_s);
-                    let sweeper = sweeper_plan(settings).at(retention_s);
+                    let sweeper = settings.traffic.sweeper.at(retention_s);
                     let mut config = settings.sim_config(retention_s);
                     config.sweeper = sweeper;
                     JobPlan {
@@ -145,15 +145,5 @@ fn retry_delay(r: &Retry) -> anyhow::Result<RetryDelay> {
             })?;
             Ok(RetryDelay::from_csv_str(&text, path, r.head, r.tail)?)
         }
-    }
-}
-
-/// The store's sweeper as the run asked for it (`--sweeper`, `--partition-period`).
-pub fn sweeper_plan(settings: &Settings) -> SweeperPlan {
-    match settings.traffic.sweeper {
-        SweeperChoice::Delete => SweeperPlan::Delete,
-        SweeperChoice::Partitions => SweeperPlan::Partitions {
-            period_s: settings.traffic.partition_period_s,
-        },
     }
 }

@@ -18,7 +18,10 @@ use std::path::Path;
 /// Version of `summary.json`; bump it when a field changes meaning or goes away.
 /// 2: `decision` (the report's headline), per-scenario `kind` and `decision`, `comparison`
 /// (with `report --baseline`); every field of version 1 kept its name and meaning.
-pub const SCHEMA_VERSION: u32 = 3;
+/// 3: the cost optimum is `cheapest_*` (was `recommended_*`, `cost_optimal*`).
+/// 4: one name per concept: `config.carrier.price_cents` is `label_price_cents` (the label
+/// price is `label_price_*` in flags, files and JSON alike).
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// Everything the report shows, as numbers. Serialised as `summary.json`.
 #[derive(Debug, Clone, Serialize)]

@@ -187,16 +187,33 @@ impl Source<'_> {
         self.invalid(line, column, field, message)
     }
 
-    /// A field set in the file but unknown to the table.
+    /// A field set in the file but unknown to the table, with the likeliest meant one: a
+    /// near spelling in the same table (`replicas` under `[traffic]` → `replicates`), and the
+    /// same name where it does exist (`[model] replicas`, full copies of the store).
     fn unknown(&self, field: String, known: Vec<&str>) -> ScenarioError {
         let (line, column) = locate_key(self.text, &field).unzip();
         let key = field.rsplit('.').next().unwrap_or(&field).to_string();
+        let mut hint = String::new();
+        if let Some(near) = nearest(&key, &known) {
+            hint.push_str(&format!("; did you mean `{near}`?"));
+        }
+        if let Some(k) = KNOBS.iter().find(|k| {
+            k.field
+                .is_some_and(|f| f != field && f.rsplit('.').next() == Some(key.as_str()))
+        }) {
+            let f = k.field.unwrap_or_default();
+            let (table, name) = f.rsplit_once('.').unwrap_or(("", f));
+            hint.push_str(&format!(
+                " (`{name}` is a field of `[{table}]`: {})",
+                k.help.trim_end_matches('.')
+            ));
+        }
         self.invalid(
             line,
             column,
             field,
             format!(
-                "unknown field `{key}`, expected one of {}",
+                "unknown field `{key}`{hint}, expected one of {}",
                 known.join(", ")
             ),
         )
@@ -247,6 +264,7 @@ fn raw_values(src: &Source<'_>, file: &FileToml) -> Result<Given, ScenarioError>
                 continue;
             }
             for (f, v) in knob_entries(src, section, key, &field, value)? {
+                let f = renamed(&f).map_or(f, str::to_string);
                 match KNOBS.iter().find(|k| k.field == Some(f.as_str())) {
                     Some(k) => raw.push((k.id, raw_of(v))),
                     None => {
@@ -268,7 +286,32 @@ fn raw_values(src: &Source<'_>, file: &FileToml) -> Result<Given, ScenarioError>
     Ok(Given { raw, fitted })
 }
 
-/// The fields a section may set, sorted: `[carrier]` → `latency`, `price_usd`, `window`, …
+/// The known field nearest to `key` in spelling, if one is near enough to be a slip.
+fn nearest<'a>(key: &str, known: &[&'a str]) -> Option<&'a str> {
+    known
+        .iter()
+        .map(|k| (strsim::jaro_winkler(key, k), *k))
+        .filter(|(score, _)| *score >= 0.85)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, k)| k)
+}
+
+/// Fields renamed so that one concept has one name everywhere (the flag, the file, the JSON),
+/// with their new names. Files written before keep working; scenarios/README.md lists them.
+const RENAMED_FIELDS: &[(&str, &str)] = &[
+    ("carrier.price_usd", "carrier.label_price_usd"),
+    ("traffic.crash_rate", "traffic.crash_fraction"),
+];
+
+/// The new name of a renamed field.
+fn renamed(field: &str) -> Option<&'static str> {
+    RENAMED_FIELDS
+        .iter()
+        .find(|(old, _)| *old == field)
+        .map(|(_, new)| *new)
+}
+
+/// The fields a section may set, sorted: `[carrier]` → `label_price_usd`, `latency`, `window`, …
 fn section_fields(section: &str) -> Vec<&'static str> {
     let prefix = format!("{section}.");
     KNOBS
@@ -476,7 +519,7 @@ fn timeline(t: TimelineToml) -> Result<Timeline, (String, String)> {
     for (i, s) in t.sweeps.into_iter().enumerate() {
         let batch = s
             .batch
-            .unwrap_or_else(|| crate::sim::replay::SimConfig::default().sweep_batch);
+            .unwrap_or_else(|| crate::settings::Settings::default().traffic.sweep_batch);
         if batch == 0 {
             return Err((
                 format!("timeline.sweep[{i}].batch"),

@@ -1,13 +1,14 @@
 //! The routes: `POST /labels` (CreateLabel, the seed's status table), `GET /metrics`,
 //! `GET /healthz`, `GET /problems/CODE`.
 
+use super::carrier::{PurchaseBody, RemoteCarrier};
 use super::detect::{Creators, InFlight, PurgeMemory};
 use super::headers::{Callers, KeyHeader, idempotency_key};
 use super::metrics::Metrics;
 use super::problem::{self, Problem};
-use super::writers::{Began, Job, JobError, ScaledClock, Writers};
-use crate::carrier::Carrier;
-use crate::engine::{DiePoint, EngineConfig, Finished, Outcome, Request, Response};
+use super::writers::{Began, CarrierCall, Job, JobError, ScaledClock, Writers};
+use crate::carrier::{Carrier, CarrierReply, CarrierResult, CarrierStats};
+use crate::engine::{Attempt, DiePoint, EngineConfig, Finished, Outcome, Request, Response};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -48,6 +49,11 @@ pub struct App {
     pub inflight: InFlight,
     pub clock: Arc<ScaledClock>,
     pub carrier: Arc<Carrier>,
+    /// `--carrier-url`: the carrier behind HTTP, called from here instead of `carrier`.
+    pub remote_carrier: Option<RemoteCarrier>,
+    /// What the carrier behind HTTP answered (it alone knows its duplicate purchases: its
+    /// `/v1/invoice`).
+    pub remote_seen: std::sync::Mutex<CarrierStats>,
     pub engine: EngineConfig,
     pub limits: Limits,
     pub test_hooks: bool,
@@ -66,6 +72,14 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/problems/{code}", get(describe))
         .fallback(not_found)
         .with_state(app)
+}
+
+/// The carrier's counts: the in-process carrier's own, or what the one behind HTTP answered.
+fn carrier_stats(app: &App) -> CarrierStats {
+    match &app.remote_carrier {
+        Some(_) => *app.remote_seen.lock().unwrap_or_else(|p| p.into_inner()),
+        None => app.carrier.stats(),
+    }
 }
 
 async fn not_found() -> Problem {
@@ -100,7 +114,7 @@ async fn metrics(State(app): State<Arc<App>>) -> axum::response::Response {
             header::CONTENT_TYPE,
             "application/openmetrics-text; version=1.0.0; charset=utf-8",
         )],
-        app.metrics.render(&app.carrier.stats()),
+        app.metrics.render(&carrier_stats(&app)),
     )
         .into_response()
 }
@@ -306,9 +320,16 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
     if die == Some(DiePoint::AfterTxn1) {
         return Ok(Flow::Died);
     }
-    // The service waits for the carrier at most its timeout; past it the engine answers 503.
-    let waited = reply.latency_ms.min(app.engine.carrier_timeout_ms + 1);
-    tokio::time::sleep(app.clock.wall(waited)).await;
+    let reply = match reply {
+        CarrierCall::Answered(reply) => {
+            // The service waits for the carrier at most its timeout; past it the engine
+            // answers 503.
+            let waited = reply.latency_ms.min(app.engine.carrier_timeout_ms + 1);
+            tokio::time::sleep(app.clock.wall(waited)).await;
+            reply
+        }
+        CarrierCall::Remote(key) => remote_purchase(&app, key.as_deref(), &attempt).await,
+    };
     if die == Some(DiePoint::AfterCarrier) {
         return Ok(Flow::Died);
     }
@@ -330,6 +351,35 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
             Ok(Flow::Answered(r))
         }
     }
+}
+
+/// The carrier behind HTTP, called with no transaction open; what it answered is counted for
+/// `/metrics` as the in-process carrier counts its own.
+async fn remote_purchase(app: &App, key: Option<&str>, a: &Attempt) -> CarrierReply {
+    let Some(remote) = &app.remote_carrier else {
+        unreachable!("a remote carrier call without --carrier-url");
+    };
+    let body = PurchaseBody {
+        order_id: a.label.order_id,
+        parcel_no: a.label.parcel_no,
+        label_version: a.label.label_version,
+        service: a.label.service,
+        weight_g: a.label.weight_g,
+    };
+    let reply = remote
+        .purchase(key, &body, &app.clock, app.engine.carrier_timeout_ms)
+        .await;
+    let mut seen = app.remote_seen.lock().unwrap_or_else(|p| p.into_inner());
+    match &reply.result {
+        CarrierResult::Label { replayed: true, .. } => seen.replays += 1,
+        CarrierResult::Label { label, .. } => {
+            seen.purchases += 1;
+            seen.billed_cents += label.cost_cents;
+        }
+        CarrierResult::Refused { .. } if reply.hung => {}
+        CarrierResult::Refused { .. } => seen.refusals += 1,
+    }
+    reply
 }
 
 /// Under `--key-scope global`, a saved label replayed to a caller other than its creator.

@@ -14,6 +14,7 @@
 //! lets the requests in flight finish within `--drain`, stops the writers (releasing the
 //! store's hold) and exits 0.
 
+pub mod carrier;
 pub mod detect;
 pub mod headers;
 pub mod http;
@@ -45,6 +46,8 @@ pub struct ServeConfig {
     pub pool_size: u32,
     pub engine: EngineConfig,
     pub carrier: CarrierConfig,
+    /// `--carrier-url`: call this carrier over HTTP instead of the in-process one.
+    pub carrier_url: Option<reqwest::Url>,
     pub sweeper: Sweeper,
     /// The sweep period, in the engine's time.
     pub sweep_period_ms: Millis,
@@ -95,11 +98,17 @@ pub fn run(
     };
     let clock = Arc::new(ScaledClock::new(config.time_scale));
     let carrier = Arc::new(Carrier::new(config.carrier.clone()).without_ledger());
+    let remote_carrier = config
+        .carrier_url
+        .as_ref()
+        .map(carrier::RemoteCarrier::new)
+        .transpose()?;
     let parts = Arc::new(EngineParts {
         pool,
         carrier: carrier.clone(),
         clock: clock.clone(),
         config: config.engine.clone(),
+        remote_carrier: remote_carrier.is_some(),
     });
     let writers = Writers::start(parts.clone(), writer_count, config.queue)?;
     let summary = config_summary(&config);
@@ -113,6 +122,8 @@ pub fn run(
         inflight: InFlight::default(),
         clock,
         carrier,
+        remote_carrier,
+        remote_seen: Default::default(),
         engine: config.engine.clone(),
         limits: Limits {
             max_body_bytes: config.max_body_bytes,
@@ -155,6 +166,7 @@ pub fn run(
 
 /// The settings a start-up line states, besides the store.
 struct Summary {
+    carrier_url: Option<reqwest::Url>,
     time_scale: f64,
     header_timeout: Duration,
     max_connections: usize,
@@ -163,6 +175,7 @@ struct Summary {
 
 fn config_summary(c: &ServeConfig) -> Summary {
     Summary {
+        carrier_url: c.carrier_url.clone(),
         time_scale: c.time_scale,
         header_timeout: c.header_timeout,
         max_connections: c.max_connections,
@@ -187,6 +200,10 @@ fn describe(app: &App, stores: &Stores, writers: usize, s: &Summary) -> Vec<Stri
         d(e.lease_ms),
         d(e.carrier_timeout_ms)
     ));
+    lines.push(match &s.carrier_url {
+        Some(url) => format!("carrier: {url} over HTTP, with the derived key"),
+        None => "carrier: the simulated one, in this process".to_string(),
+    });
     if s.time_scale != 1.0 {
         lines.push(format!(
             "time scale {}: the engine's clock runs {}x the wall clock, every engine duration divided by {}: retention {} passes in {}, the lease {} in {}, carrier latencies likewise",

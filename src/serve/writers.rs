@@ -42,6 +42,11 @@ impl ScaledClock {
     pub fn wall(&self, engine_ms: Millis) -> std::time::Duration {
         std::time::Duration::from_secs_f64(engine_ms.max(0) as f64 / 1000.0 / self.scale)
     }
+
+    /// The engine duration a wall-clock time is (the inverse of [`ScaledClock::wall`]).
+    pub fn engine_ms(&self, wall: std::time::Duration) -> Millis {
+        (wall.as_secs_f64() * 1000.0 * self.scale).round() as Millis
+    }
 }
 
 impl Clock for ScaledClock {
@@ -73,11 +78,20 @@ impl From<EngineError> for JobError {
     }
 }
 
-/// Txn 1's outcome, with the carrier's reply when this attempt holds the lease (the in-process
-/// carrier answers at once; its latency is waited out by the caller, with no transaction open).
+/// Txn 1's outcome, with what the carrier is to be asked when this attempt holds the lease: the
+/// in-process carrier's reply (it answers at once; its latency is waited out by the caller,
+/// with no transaction open), or, with a carrier behind HTTP, the key to send it.
 pub enum Began {
     Answered(Response),
-    Owned(Attempt, CarrierReply),
+    Owned(Attempt, CarrierCall),
+}
+
+/// The carrier's part of an attempt that holds the lease.
+pub enum CarrierCall {
+    /// The in-process carrier's reply.
+    Answered(CarrierReply),
+    /// To be sent to the carrier behind HTTP (`--carrier-url`), with this key.
+    Remote(Option<String>),
 }
 
 /// What one sweep did.
@@ -115,6 +129,8 @@ pub struct EngineParts {
     pub carrier: Arc<Carrier>,
     pub clock: Arc<dyn Clock>,
     pub config: EngineConfig,
+    /// The carrier is behind HTTP: the writers leave its call to the async side.
+    pub remote_carrier: bool,
 }
 
 impl Writers {
@@ -243,7 +259,7 @@ fn writer(engine: Engine, parts: &EngineParts, jobs: &Mutex<Receiver<Job>>) {
             }
         }
         let Some(e) = engine.as_mut() else { continue };
-        let ok = run(e, job);
+        let ok = run(e, job, parts.remote_carrier);
         if !ok {
             engine = None;
         }
@@ -260,14 +276,18 @@ fn fail(job: Job, err: JobError) {
 }
 
 /// Runs one job on `engine`; false when the store failed.
-fn run(engine: &mut Engine, job: Job) -> bool {
+fn run(engine: &mut Engine, job: Job, remote_carrier: bool) -> bool {
     match job {
         Job::Begin(req, reply) => {
             let r = engine.begin(&req).map(|b| match b {
                 Begun::Answered(r) => Began::Answered(r),
+                Begun::Owned(a) if remote_carrier => {
+                    let key = engine.carrier_key_for(&a);
+                    Began::Owned(a, CarrierCall::Remote(key))
+                }
                 Begun::Owned(a) => {
                     let carrier = engine.call_carrier(&a);
-                    Began::Owned(a, carrier)
+                    Began::Owned(a, CarrierCall::Answered(carrier))
                 }
             });
             let ok = r.is_ok();

@@ -13,6 +13,8 @@ pub const SIMULATE: u8 = 1;
 pub const ESTIMATE: u8 = 2;
 /// `idemcalc serve`: the engine, carrier and sweeper knobs of a running server.
 pub const SERVE: u8 = 4;
+/// `idemcalc carrier`: the simulated carrier's own knobs, behind HTTP.
+pub const CARRIER: u8 = 8;
 /// A scenario-file field only (no flag yet).
 pub const FILE_ONLY: u8 = 0;
 
@@ -167,7 +169,7 @@ knob_table! {
             max: u64::MAX
         },
         Some("1"),
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "SEED",
         "Seed for every random choice; the same seed and inputs give the same JSON."
     ),
@@ -354,13 +356,14 @@ knob_table! {
     ),
     CrashFraction => (
         "crash_fraction",
-        "--crash-rate",
-        Some("traffic.crash_rate"),
+        "--crash-fraction",
+        Some("traffic.crash_fraction"),
         Kind::Fraction,
         Some("0"),
         SIMULATE,
         "FRACTION",
-        "Fraction of attempts killed mid-flight (at --crash-point)."
+        "Fraction of attempts killed mid-flight (at --crash-point).",
+        aliases = &["crash-rate"]
     ),
     CrashPoint => (
         "crash_point",
@@ -440,7 +443,7 @@ knob_table! {
         "sweeper",
         "--sweeper",
         Some("traffic.sweeper"),
-        Kind::Choice(&["delete", "partitions"]),
+        Kind::Choice(crate::sweeper::SweeperPlan::NAMES),
         Some("delete"),
         SIMULATE | SERVE,
         "STRATEGY",
@@ -550,7 +553,7 @@ knob_table! {
         Some("carrier.latency"),
         duration(false, 3_600.0),
         None,
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "DURATION",
         "A fixed carrier latency, instead of the log-normal of --carrier-median and --carrier-p99."
     ),
@@ -563,7 +566,7 @@ knob_table! {
         Some("carrier.latency.median"),
         duration(true, 3_600.0),
         Some("30ms"),
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "DURATION",
         "Median carrier latency (log-normal)."
     ),
@@ -573,7 +576,7 @@ knob_table! {
         Some("carrier.latency.p99"),
         duration(true, 3_600.0),
         Some("100ms"),
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "DURATION",
         "99th-percentile carrier latency (log-normal)."
     ),
@@ -584,17 +587,17 @@ knob_table! {
         Some("carrier.window"),
         duration(false, 365.0 * DAY_S),
         Some("24h"),
-        BOTH | SERVE,
+        BOTH | SERVE | CARRIER,
         "DURATION",
         "How long the carrier recognises our derived key."
     ),
     LabelPriceUsd => (
         "label_price_usd",
         "--label-price",
-        Some("carrier.price_usd"),
+        Some("carrier.label_price_usd"),
         at_least(0.0, MAX_USD),
         Some("6"),
-        BOTH | SERVE,
+        BOTH | SERVE | CARRIER,
         "USD",
         "Price of one label (seed: $6.00)."
     ),
@@ -604,7 +607,7 @@ knob_table! {
         Some("carrier.hang_fraction"),
         Kind::Fraction,
         Some("0"),
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "FRACTION",
         "Fraction of carrier calls that hang past the timeout after buying the label.",
         aliases = &["carrier-hang-rate"]
@@ -615,7 +618,7 @@ knob_table! {
         Some("carrier.error_fraction"),
         Kind::Fraction,
         Some("0"),
-        SIMULATE | SERVE,
+        SIMULATE | SERVE | CARRIER,
         "FRACTION",
         "Fraction of carrier calls refused outright."
     ),

@@ -19,6 +19,7 @@ use crate::duration::{self, ms};
 use crate::engine::{CarrierKey, DiePoint, EngineConfig, KeyScope, OrderSpace, RecordPlacement};
 use crate::model::ModelParams;
 use crate::sim::replay::{KeyPolicy, SimConfig};
+use crate::sweeper::SweeperPlan;
 use crate::traffic::{Arrivals, Head, LoadProfile, Tail};
 use knobs::{KNOBS, KnobId as K, Raw, Value, knob};
 use serde::{Deserialize, Serialize};
@@ -118,6 +119,18 @@ impl Values {
         }
     }
 
+    /// `--sweeper` and `--partition-period` as one plan; the knob's words are
+    /// `SweeperPlan::NAMES`, so every word it lets through names a plan.
+    fn sweeper(&self) -> SweeperPlan {
+        let word = match self.get(K::Sweeper) {
+            Some(Value::Choice(w)) => *w,
+            other => panic!("sweeper: not a choice: {other:?}"),
+        };
+        let period_s = self.duration(K::PartitionPeriod).map(|d| d.as_secs_f64());
+        SweeperPlan::named(word, period_s)
+            .unwrap_or_else(|| panic!("sweeper: the table's `{word}` is not a plan"))
+    }
+
     fn choice<T: serde::de::DeserializeOwned>(&self, id: K) -> T {
         let word = match self.get(id) {
             Some(Value::Choice(w)) => *w,
@@ -170,20 +183,11 @@ pub struct Traffic {
     pub backoff_cap_ms: i64,
     pub sweep_period_s: f64,
     pub sweep_batch: u32,
-    pub sweeper: SweeperChoice,
-    /// `None`: a quarter of each retention (see `run::sweeper_for`).
-    pub partition_period_s: Option<f64>,
+    /// `--sweeper` with `--partition-period` (a quarter of each retention when not given).
+    pub sweeper: SweeperPlan,
     pub series_points: u32,
     /// Also write the replayed requests here (`--request-log`), for `idemcalc fit`.
     pub request_log: Option<PathBuf>,
-}
-
-/// `--sweeper`: how expired records leave a PostgreSQL store.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SweeperChoice {
-    Delete,
-    Partitions,
 }
 
 /// A daily rush in place of the base rate for part of each day: the seed's pre-holiday packing rush.
@@ -213,7 +217,7 @@ pub struct Engine {
 pub struct Carrier {
     pub latency: Latency,
     pub window_ms: i64,
-    pub price_usd: f64,
+    pub label_price_usd: f64,
     pub hang_fraction: f64,
     pub error_fraction: f64,
 }
@@ -435,8 +439,7 @@ impl Settings {
                 backoff_cap_ms: ms(v.req_duration(K::BackoffCap)),
                 sweep_period_s: v.req_duration(K::SweepPeriod).as_secs_f64(),
                 sweep_batch: to_u32(v.req_count(K::SweepBatch)),
-                sweeper: v.choice(K::Sweeper),
-                partition_period_s: v.duration(K::PartitionPeriod).map(|d| d.as_secs_f64()),
+                sweeper: v.sweeper(),
                 series_points: to_u32(v.req_count(K::SeriesPoints)),
                 request_log: match v.get(K::RequestLog) {
                     Some(Value::Path(p)) => Some(p.clone()),
@@ -456,7 +459,7 @@ impl Settings {
             carrier: Carrier {
                 latency,
                 window_ms: ms(v.req_duration(K::CarrierWindow)),
-                price_usd: v.req_number(K::LabelPriceUsd),
+                label_price_usd: v.req_number(K::LabelPriceUsd),
                 hang_fraction: v.req_number(K::HangFraction),
                 error_fraction: v.req_number(K::ErrorFraction),
             },
@@ -536,7 +539,9 @@ impl Settings {
                 ),
             ));
         }
-        if v.given(K::PartitionPeriod) && self.traffic.sweeper != SweeperChoice::Partitions {
+        if v.given(K::PartitionPeriod)
+            && !matches!(self.traffic.sweeper, SweeperPlan::Partitions { .. })
+        {
             return Err(SettingsError::new(
                 K::PartitionPeriod,
                 "sets the range of a partition, so it needs --sweeper partitions".to_string(),
@@ -611,7 +616,7 @@ impl Settings {
         CarrierConfig {
             latency: c.latency,
             window_ms: c.window_ms,
-            price_cents: (c.price_usd * 100.0).round() as i64,
+            label_price_cents: (c.label_price_usd * 100.0).round() as i64,
             hang_fraction: c.hang_fraction,
             error_fraction: c.error_fraction,
             seed: self.seed,
@@ -690,7 +695,7 @@ impl Settings {
             // describe one system.
             timeout_fraction: sim.expected_timeout_fraction(),
             done_fraction: sim.expected_done_fraction(),
-            label_price_usd: self.carrier.price_usd,
+            label_price_usd: self.carrier.label_price_usd,
             carrier_window_s: self.carrier.window_ms as f64 / 1000.0,
             storage_usd_per_gb_month: self.model.storage_usd_per_gb_month,
             unlabelled_parcel_usd: self.model.unlabelled_parcel_usd,

@@ -35,7 +35,7 @@ pub fn deviations(cfg: &SimConfig, traffic: bool) -> Vec<String> {
         }
         if cfg.crash_fraction > 0.0 {
             out.push(format!(
-                "crash_rate = {} at {}",
+                "crash_fraction = {} at {}",
                 cfg.crash_fraction,
                 serde_json::to_value(cfg.crash_point)
                     .ok()

@@ -67,8 +67,9 @@ const FRAGMENT: &[(&str, &str)] = &[
     ("rate", "rate_per_s"),
     ("label_price", "label_price_usd"),
     ("storage_price", "storage_usd_per_gb_month"),
-    ("timeout_rate", "timeout_fraction"),
     ("timeout_fraction", "timeout_fraction"),
+    // Links made before the knob had one name.
+    ("timeout_rate", "timeout_fraction"),
     ("done_fraction", "done_fraction"),
 ];
 

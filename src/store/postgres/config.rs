@@ -2,8 +2,8 @@
 //! the checks and redaction applied to what the user typed. Apart from the pool so that a
 //! `--store` spec can be checked and shown (password redacted) without opening anything.
 
-use crate::clock::Millis;
 use crate::store::Synchronous;
+pub use crate::sweeper::{Sweeper, SweeperPlan};
 use std::time::Duration;
 
 /// The schema used when neither `?schema=` nor an option names one.
@@ -16,84 +16,6 @@ pub const MAX_POOL_SIZE: u32 = 256;
 /// PostgreSQL identifiers are at most 63 bytes (NAMEDATALEN - 1); longer ones are truncated
 /// silently by the server, which would make two schema names one.
 const MAX_SCHEMA_NAME_BYTES: usize = 63;
-
-/// How expired key records leave the store (`--sweeper`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Sweeper {
-    /// The seed's: batched `DELETE … WHERE expires_at <= now` over an index on `expires_at`.
-    /// Every purged row leaves a dead tuple for vacuum, and its WAL.
-    #[default]
-    Delete,
-    /// The key table partitioned by `expires_at`, one partition per `period_ms`; a partition
-    /// whose whole range has expired is detached and dropped. No dead tuples and almost no WAL,
-    /// but a record lives until its partition ends: up to one period past its retention.
-    Partitions { period_ms: Millis },
-}
-
-/// A partition period shorter than this is refused by the store (at 1 s); the default keeps
-/// a short retention from making hundreds of partitions.
-const MIN_DEFAULT_PARTITION_S: f64 = 60.0;
-
-/// The sweeper a run asked for, before a retention picks its partition period: what the
-/// decision needs to know how long records live at each retention it weighs.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub enum SweeperPlan {
-    #[default]
-    Delete,
-    /// `period_s`: the partition period given, or `None` for a quarter of each retention.
-    Partitions { period_s: Option<f64> },
-}
-
-impl SweeperPlan {
-    /// The store's sweeper at a retention: partitions default to a quarter of the retention,
-    /// so a record outlives its retention by at most a quarter and a lookup probes about five
-    /// partitions.
-    pub fn at(self, retention_s: f64) -> Sweeper {
-        match self {
-            SweeperPlan::Delete => Sweeper::Delete,
-            SweeperPlan::Partitions { period_s } => {
-                let period_s = period_s.unwrap_or((retention_s / 4.0).max(MIN_DEFAULT_PARTITION_S));
-                Sweeper::Partitions {
-                    period_ms: (period_s * 1000.0).round() as i64,
-                }
-            }
-        }
-    }
-}
-
-impl Sweeper {
-    /// How long an expired record stays, on average, before it leaves the store: the one
-    /// answer to "how long does a record live" (its retention plus this). The seed's `DELETE`
-    /// takes it at the next sweep, half a sweep period on average; a partition is dropped at
-    /// the first sweep after its whole range has passed, half a partition period on average
-    /// and then half a sweep period.
-    pub fn mean_lag_s(self, sweep_period_s: f64) -> f64 {
-        match self {
-            Sweeper::Delete => sweep_period_s / 2.0,
-            Sweeper::Partitions { period_ms } => period_ms as f64 / 2000.0 + sweep_period_s / 2.0,
-        }
-    }
-
-    /// The longest an expired record can stay (a whole partition period and a sweep period, or
-    /// a sweep period), and the cycle the store's size repeats with at a steady rate (the
-    /// sawtooth of partitions dropped one period apart): a steady-state average must start
-    /// after the first and span whole cycles of the second. The seed's sweeps take a minute's
-    /// expiries at a time, a sawtooth too fine to bias an average over hours: no cycle (0).
-    pub fn max_lag_and_cycle_s(self, sweep_period_s: f64) -> (f64, f64) {
-        match self {
-            Sweeper::Delete => (sweep_period_s, 0.0),
-            Sweeper::Partitions { period_ms } => {
-                let period_s = period_ms as f64 / 1000.0;
-                (period_s + sweep_period_s, period_s)
-            }
-        }
-    }
-
-    /// Whether the key table is partitioned: no unique index then spans it.
-    pub fn partitioned(self) -> bool {
-        matches!(self, Sweeper::Partitions { .. })
-    }
-}
 
 /// How to reach the server and what to create there.
 #[derive(Debug, Clone, PartialEq)]

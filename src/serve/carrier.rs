@@ -1,0 +1,243 @@
+//! The carrier as a real hop (`idemcalc carrier --listen`, `idemcalc serve --carrier-url`).
+//!
+//! In process, the engine's carrier answers at once and its latency is waited out by the
+//! caller. Behind HTTP the same simulated carrier (its own key store, latency, hangs, refusals,
+//! billing ledger) answers after its latency on the wall clock (divided by `--time-scale`), and
+//! the label service calls it with the derived key and its carrier timeout, as the seed's
+//! service calls a real carrier: a reply that does not come in time is a timeout, whatever
+//! the carrier did meanwhile, and the derived key makes the next attempt's call safe.
+//!
+//! The wire: `POST /v1/labels` with `Idempotency-Key: <the derived key>` (absent: a call
+//! without a key) and `{"order_id", "parcel_no", "label_version", "service", "weight_g"}`;
+//! 201 with `{"label_id", "tracking_no", "cost_cents"}` (and `Idempotent-Replayed: true` for a
+//! key seen within the carrier's window), 422 with `{"reason"}` for a refusal (nothing bought).
+//! `GET /v1/invoice`: every billed purchase as JSON, for reconciling invoice lines against
+//! labels (the seed's "carrier invoice lines with no matching label").
+
+use super::writers::ScaledClock;
+use crate::carrier::{
+    Carrier, CarrierConfig, CarrierLabel, CarrierReply, CarrierResult, InvoiceLine, Purchase,
+    Service,
+};
+use crate::clock::{Clock as _, Millis};
+use axum::Json;
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::response::IntoResponse;
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The header that says a reply is the one an earlier call with the same key got.
+const REPLAYED: &str = "idempotent-replayed";
+
+/// What the label service sends the carrier.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PurchaseBody {
+    pub order_id: i64,
+    pub parcel_no: i64,
+    pub label_version: i64,
+    pub service: Service,
+    pub weight_g: f64,
+}
+
+/// The label the carrier sold, as it travels.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct LabelBody {
+    label_id: String,
+    tracking_no: String,
+    cost_cents: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct RefusalBody {
+    reason: String,
+}
+
+/// A running carrier's settings.
+pub struct CarrierServeConfig {
+    pub listen: SocketAddr,
+    pub carrier: CarrierConfig,
+    /// The carrier's clock (its key window, its latencies) runs this many times faster than
+    /// the wall, as `serve --time-scale` does for the engine.
+    pub time_scale: f64,
+}
+
+struct CarrierApp {
+    carrier: Carrier,
+    clock: ScaledClock,
+}
+
+/// Runs the carrier until SIGTERM or Ctrl-C. `started` gets the bound address once it accepts
+/// connections.
+pub fn run(config: CarrierServeConfig, started: impl FnOnce(SocketAddr)) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .thread_name("carrier-http")
+        .build()?;
+    let app = Arc::new(CarrierApp {
+        carrier: Carrier::new(config.carrier),
+        clock: ScaledClock::new(config.time_scale),
+    });
+    runtime.block_on(async {
+        use axum::routing::{get, post};
+        let router = axum::Router::new()
+            .route("/v1/labels", post(buy))
+            .route("/v1/invoice", get(invoice))
+            .route("/healthz", get(|| async { "ok\n" }))
+            .with_state(app);
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
+        let stop = super::shutdown_signal()?;
+        started(listener.local_addr()?);
+        axum::serve(listener, router)
+            .with_graceful_shutdown(stop)
+            .await?;
+        Ok(())
+    })
+}
+
+/// One purchase: booked at once (a reply lost later still cost money), answered after the
+/// carrier's latency.
+async fn buy(
+    State(app): State<Arc<CarrierApp>>,
+    headers: HeaderMap,
+    body: Result<Json<PurchaseBody>, axum::extract::rejection::JsonRejection>,
+) -> axum::response::Response {
+    let Ok(Json(body)) = body else {
+        let reason = body.err().map(|e| e.body_text()).unwrap_or_default();
+        return (StatusCode::BAD_REQUEST, Json(RefusalBody { reason })).into_response();
+    };
+    let key = match headers.get("idempotency-key").map(HeaderValue::to_str) {
+        Some(Ok(k)) => Some(k.to_string()),
+        Some(Err(_)) => {
+            let reason = "Idempotency-Key is not visible ASCII".to_string();
+            return (StatusCode::BAD_REQUEST, Json(RefusalBody { reason })).into_response();
+        }
+        None => None,
+    };
+    let reply = app.carrier.purchase(
+        &Purchase {
+            key: key.as_deref(),
+            order_id: body.order_id,
+            parcel_no: body.parcel_no,
+            label_version: body.label_version,
+            service: body.service,
+            weight_g: body.weight_g,
+        },
+        app.clock.now_ms(),
+    );
+    tokio::time::sleep(app.clock.wall(reply.latency_ms)).await;
+    match reply.result {
+        CarrierResult::Label { label, replayed } => {
+            let mut r = (
+                StatusCode::CREATED,
+                Json(LabelBody {
+                    label_id: label.label_id,
+                    tracking_no: label.tracking_no,
+                    cost_cents: label.cost_cents,
+                }),
+            )
+                .into_response();
+            if replayed {
+                r.headers_mut()
+                    .insert(REPLAYED, HeaderValue::from_static("true"));
+            }
+            r
+        }
+        CarrierResult::Refused { reason } => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(RefusalBody { reason }),
+        )
+            .into_response(),
+    }
+}
+
+async fn invoice(State(app): State<Arc<CarrierApp>>) -> Json<Vec<InvoiceLine>> {
+    Json(app.carrier.ledger())
+}
+
+/// The label service's side of the hop: calls a carrier at `url` with the derived key and the
+/// engine's carrier timeout (on the engine's clock, so divided by `--time-scale` on the wall).
+pub struct RemoteCarrier {
+    client: reqwest::Client,
+    labels: reqwest::Url,
+}
+
+impl RemoteCarrier {
+    pub fn new(url: &reqwest::Url) -> anyhow::Result<Self> {
+        crate::load::install_tls_provider();
+        let labels = url
+            .join("v1/labels")
+            .map_err(|e| anyhow::anyhow!("--carrier-url {url}: {e}"))?;
+        let client = reqwest::Client::builder()
+            .pool_idle_timeout(Duration::from_secs(30))
+            .build()?;
+        Ok(RemoteCarrier { client, labels })
+    }
+
+    /// One call. Whatever keeps an answer from arriving within `timeout_ms` (the carrier's
+    /// latency or hang, a refused connection, a 5xx) is a timeout to the engine: it cannot tell
+    /// whether the carrier bought, so it hands the lease back and the next attempt calls again
+    /// with the same key. A 422 is the carrier's refusal (nothing bought).
+    pub async fn purchase(
+        &self,
+        key: Option<&str>,
+        body: &PurchaseBody,
+        clock: &ScaledClock,
+        timeout_ms: Millis,
+    ) -> CarrierReply {
+        let started = Instant::now();
+        let mut request = self
+            .client
+            .post(self.labels.clone())
+            .timeout(clock.wall(timeout_ms))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(serde_json::to_vec(body).unwrap_or_default());
+        if let Some(k) = key {
+            request = request.header("Idempotency-Key", k);
+        }
+        let answered = async {
+            let response = request.send().await.ok()?;
+            let status = response.status();
+            let replayed = response.headers().contains_key(REPLAYED);
+            if status == StatusCode::CREATED {
+                let l: LabelBody = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
+                Some(CarrierResult::Label {
+                    label: CarrierLabel {
+                        label_id: l.label_id,
+                        tracking_no: l.tracking_no,
+                        cost_cents: l.cost_cents,
+                    },
+                    replayed,
+                })
+            } else if status == StatusCode::UNPROCESSABLE_ENTITY {
+                let r: RefusalBody = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
+                Some(CarrierResult::Refused { reason: r.reason })
+            } else {
+                None
+            }
+        }
+        .await;
+        // The time the engine's clock saw pass.
+        let latency_ms = clock.engine_ms(started.elapsed());
+        match answered {
+            Some(result) => CarrierReply {
+                result,
+                latency_ms: latency_ms.min(timeout_ms),
+                hung: false,
+            },
+            None => CarrierReply {
+                result: CarrierResult::Refused {
+                    reason: "no answer from the carrier".into(),
+                },
+                // Past the timeout: the engine answers 503 and hands the lease back.
+                latency_ms: timeout_ms + 1,
+                hung: true,
+            },
+        }
+    }
+}
