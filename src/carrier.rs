@@ -4,6 +4,9 @@
 //! key) and its own retention window, and a billing ledger with one invoice line per purchase, so
 //! a duplicate purchase is a countable line with no matching label on our side. It is shared by
 //! every engine in a run (`Carrier` is `Sync`), as a real carrier is shared by every worker.
+//! The ledger can also go to a file line by line as each purchase is booked ([`LedgerFile`],
+//! `simulate --carrier-ledger`), so a run killed with SIGKILL leaves its purchases behind to be
+//! checked against the labels its store kept.
 
 use crate::clock::Millis;
 use rand::distr::Distribution as _;
@@ -13,7 +16,11 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest as _, Sha256};
 use statrs::distribution::{ContinuousCDF as _, LogNormal};
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::fs::File;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 
 /// The carrier latency `timeout_fraction` is calibrated against: `simulate`'s defaults, 30 ms
 /// median and 100 ms p99 (log-normal).
@@ -253,6 +260,8 @@ struct State {
     per_order: HashMap<i64, u32>,
     stats: CarrierStats,
     keep_ledger: bool,
+    /// Where each invoice line also goes as it is booked, if anywhere.
+    file: Option<Arc<LedgerFile>>,
 }
 
 impl Carrier {
@@ -274,6 +283,7 @@ impl Carrier {
                 per_order: HashMap::new(),
                 stats: CarrierStats::default(),
                 keep_ledger: true,
+                file: None,
             }),
         }
     }
@@ -282,6 +292,15 @@ impl Carrier {
     /// grow without bound, and duplicates are already counted per parcel.
     pub fn without_ledger(self) -> Self {
         self.lock().keep_ledger = false;
+        self
+    }
+
+    /// Also writes every invoice line to `file` as the purchase is booked, inside the carrier's
+    /// lock and before the reply returns: whatever the process does next (a kill included),
+    /// the purchase is in the file. Independent of [`Carrier::without_ledger`], which only
+    /// drops the lines kept in memory.
+    pub fn with_ledger_file(self, file: Arc<LedgerFile>) -> Self {
+        self.lock().file = Some(file);
         self
     }
 
@@ -409,8 +428,8 @@ impl State {
             tracking_no,
             cost_cents: price_cents,
         };
-        if self.keep_ledger {
-            self.ledger.push(InvoiceLine {
+        if self.keep_ledger || self.file.is_some() {
+            let line = InvoiceLine {
                 at_ms: now_ms,
                 carrier_key: p.key.map(str::to_string),
                 order_id: p.order_id,
@@ -419,9 +438,123 @@ impl State {
                 label_id: label.label_id.clone(),
                 tracking_no: label.tracking_no.clone(),
                 cost_cents: price_cents,
-            });
+            };
+            if let Some(file) = &self.file {
+                file.book(&line);
+            }
+            if self.keep_ledger {
+                self.ledger.push(line);
+            }
         }
         label
+    }
+}
+
+/// The first line of a ledger file: its columns, and what marks the file as idemcalc's.
+pub const LEDGER_HEADER: &str =
+    "at_ms,carrier_key,order_id,parcel_no,label_version,label_id,tracking_no,cost_cents\n";
+
+/// The carrier's invoice lines as CSV in a file, one line per purchase written as it is booked
+/// ([`Carrier::with_ledger_file`]): the carrier's own record of what it sold, which survives the
+/// process (the in-memory ledger does not), so a killed run's store can be checked against it.
+///
+/// Each line is one `write(2)` on an unbuffered file: nothing waits in a buffer for a kill to
+/// lose, and a line is never split over two calls a kill could fall between. A failed or short
+/// write is kept ([`LedgerFile::error`]), the part of a line a short write left is cut off again,
+/// and nothing more is written: a ledger missing a line in its middle would read as a purchase
+/// never made. The run checks it and stops.
+#[derive(Debug)]
+pub struct LedgerFile {
+    file: File,
+    path: PathBuf,
+    /// Bytes in the file: where a short write's part line is cut off.
+    written: AtomicU64,
+    failed: OnceLock<String>,
+}
+
+impl LedgerFile {
+    /// Takes an open, empty file (the caller opened it in place, not through a temporary file:
+    /// a killed run never gets to rename one) and writes the header.
+    pub fn new(file: File, path: &Path) -> std::io::Result<Self> {
+        let header = LEDGER_HEADER.as_bytes();
+        write_once(&file, header)?;
+        Ok(Self {
+            file,
+            path: path.to_path_buf(),
+            written: AtomicU64::new(header.len() as u64),
+            failed: OnceLock::new(),
+        })
+    }
+
+    fn book(&self, line: &InvoiceLine) {
+        if self.failed.get().is_some() {
+            return;
+        }
+        let line = csv_line(line);
+        match write_once(&self.file, line.as_bytes()) {
+            Ok(()) => {
+                self.written.fetch_add(line.len() as u64, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // Whole lines only: a short write's part line goes (if the file lets us).
+                let _ = self.file.set_len(self.written.load(Ordering::Relaxed));
+                let _ = self.failed.set(e.to_string());
+            }
+        }
+    }
+
+    /// Why the ledger stopped taking lines, if it did.
+    pub fn error(&self) -> Option<&str> {
+        self.failed.get().map(String::as_str)
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+}
+
+/// One `write(2)` of all of `bytes` (again only when interrupted before writing anything): a
+/// short write is an error, not a second call.
+fn write_once(mut file: &File, bytes: &[u8]) -> std::io::Result<()> {
+    let written = loop {
+        match file.write(bytes) {
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            other => break other?,
+        }
+    };
+    if written == bytes.len() {
+        Ok(())
+    } else {
+        Err(std::io::Error::other(format!(
+            "short write, {written} of {} bytes; is the disk full, or a file size limit reached?",
+            bytes.len()
+        )))
+    }
+}
+
+/// An invoice line as CSV (RFC 4180), ending in a newline; a purchase sent without a key has an
+/// empty `carrier_key`.
+fn csv_line(l: &InvoiceLine) -> String {
+    format!(
+        "{},{},{},{},{},{},{},{}\n",
+        l.at_ms,
+        csv_field(l.carrier_key.as_deref().unwrap_or("")),
+        l.order_id,
+        l.parcel_no,
+        l.label_version,
+        csv_field(&l.label_id),
+        csv_field(&l.tracking_no),
+        l.cost_cents
+    )
+}
+
+/// A text field, quoted (inner quotes doubled) when it holds a comma, quote or line break: a
+/// caller's key may hold any of them.
+fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\"")).into()
+    } else {
+        text.into()
     }
 }
 
@@ -470,6 +603,54 @@ mod tests {
         );
         assert!(matches!(reply.result, CarrierResult::Refused { .. }));
         assert_eq!(carrier.stats().purchases, 0);
+    }
+
+    /// `--carrier-ledger`: the header, then one CSV line per purchase as it is booked (a
+    /// replay bills nothing and writes nothing), a key with a comma and a quote quoted.
+    #[test]
+    fn the_ledger_file_gets_each_purchase_as_it_is_booked() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ledger.csv");
+        let file = File::create(&path).unwrap();
+        let ledger = Arc::new(LedgerFile::new(file, &path).unwrap());
+        let carrier = Carrier::new(CarrierConfig::default())
+            .without_ledger()
+            .with_ledger_file(Arc::clone(&ledger));
+        let key = carrier_key("acme", "eu,\"1\"");
+        let buy = |key: Option<&str>, parcel_no| {
+            carrier.purchase(
+                &Purchase {
+                    key,
+                    order_id: 7,
+                    parcel_no,
+                    label_version: 1,
+                    service: Service::Ground,
+                    weight_g: 1450.0,
+                },
+                5,
+            )
+        };
+        buy(Some(&key), 1);
+        let after_one = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            after_one,
+            format!(
+                "{LEDGER_HEADER}5,\"carrier:4:acme:eu,\"\"1\"\"\",7,1,1,L-1,GRD000000007,600\n"
+            )
+        );
+        buy(Some(&key), 1);
+        buy(None, 2);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(text.lines().count(), 3, "{text}");
+        assert!(
+            text.ends_with("5,,7,2,1,L-2,GRD000000007-2,600\n"),
+            "{text}"
+        );
+        assert!(
+            carrier.ledger().is_empty(),
+            "without_ledger keeps none in memory"
+        );
+        assert!(ledger.error().is_none());
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //!   otherwise send the output to the file it points to;
 //! - a file is written to a temporary file beside the target and renamed over it, so a failed
 //!   run never leaves half a file, and the rename replaces a link itself, never what it names.
+//!   The one exception is a file that must hold what the run did up to the moment it was killed
+//!   (`simulate --carrier-ledger`): a killed run never reaches the rename, so that file is
+//!   opened in place by [`create_in_place`], after the same [`check`].
 //!
 //! Errors name the flag and the path and say how to proceed; the command line maps them to
 //! exit 2 (bad input).
@@ -257,6 +260,30 @@ pub fn write_with(
     tmp.persist(path).map(drop).map_err(|e| e.error)
 }
 
+/// Opens `path` for writing in place, emptied, for an output written while the run goes (a
+/// killed run must leave what it wrote, which a temporary file renamed at the end cannot): not
+/// through a symbolic link (`O_NOFOLLOW`), never blocking on a FIFO (`O_NONBLOCK`), and
+/// emptied only once it is known to be a regular file, so a device or FIFO put there after
+/// [`check`] is refused, not truncated. Writes go straight to the file (no buffer).
+pub fn create_in_place(path: &Path) -> std::io::Result<File> {
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        // Emptied below, once it is known to be a regular file.
+        .truncate(false)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK | libc::O_CLOEXEC)
+        .open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("is {}; not written", crate::input::file_kind(&meta)),
+        ));
+    }
+    file.set_len(0)?;
+    Ok(file)
+}
+
 /// Opens an existing regular file for reading without following a link or blocking on a FIFO.
 fn open_plain(path: &Path) -> Option<File> {
     let file = std::fs::OpenOptions::new()
@@ -364,6 +391,21 @@ mod tests {
         let e = check(&target, false, &[]).unwrap_err().to_string();
         assert!(e.contains("--force"), "{e}");
         check(&target, true, &[]).unwrap();
+    }
+
+    #[test]
+    fn in_place_refuses_a_link_and_empties_a_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let victim = dir.path().join("victim");
+        std::fs::write(&victim, b"keep").unwrap();
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&victim, &link).unwrap();
+        assert!(create_in_place(&link).is_err());
+        assert_eq!(std::fs::read(&victim).unwrap(), b"keep");
+        let mut f = create_in_place(&victim).unwrap();
+        f.write_all(b"new").unwrap();
+        assert_eq!(std::fs::read(&victim).unwrap(), b"new");
+        assert!(create_in_place(dir.path()).is_err());
     }
 
     #[test]

@@ -197,10 +197,37 @@ fn simulate_outputs_refuse_foreign_files_and_directories() {
     );
     assert_eq!(std::fs::read(&log).unwrap(), b"a,b\n1,2\n");
 
+    let ledger = dir.path().join("invoices.csv");
+    std::fs::write(&ledger, "invoice,amount\n1,600\n").unwrap();
+    let (code, _, err) = run(&["--carrier-ledger", s(&ledger)]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("--carrier-ledger {}", ledger.display())) && err.contains("--force"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read(&ledger).unwrap(), b"invoice,amount\n1,600\n");
+    // Written in place, but never through a link, --force or not; never over the store.
+    let victim = dir.path().join("victim.csv");
+    std::fs::write(&victim, "keep\n").unwrap();
+    let link = dir.path().join("ledger-link.csv");
+    std::os::unix::fs::symlink(&victim, &link).unwrap();
+    let (code, _, err) = run(&["--carrier-ledger", s(&link), "--force"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("symbolic link"), "{err}");
+    assert_eq!(std::fs::read(&victim).unwrap(), b"keep\n");
+    let db = dir.path().join("store.sqlite");
+    let (code, _, err) = run(&["--db", s(&db), "--carrier-ledger", s(&db), "--force"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--carrier-ledger") && err.contains("store"),
+        "{err}"
+    );
+
     // What simulate wrote itself it replaces on the next run, without --force.
     let fresh = dir.path().join("fresh");
     let page = dir.path().join("run.html");
     let log = dir.path().join("run.parquet");
+    let ledger = dir.path().join("run-ledger.csv");
     let outputs = [
         "--out",
         s(&fresh),
@@ -208,11 +235,74 @@ fn simulate_outputs_refuse_foreign_files_and_directories() {
         s(&page),
         "--request-log",
         s(&log),
+        "--carrier-ledger",
+        s(&ledger),
     ];
     for _ in 0..2 {
         let (code, _, err) = run(&outputs);
         assert_eq!(code, Some(0), "{err}");
     }
+    // One line per purchase after the header, each purchase once: the run's carrier bought
+    // at least one label at 5/s for an hour.
+    let text = std::fs::read_to_string(&ledger).unwrap();
+    let mut lines = text.lines();
+    assert_eq!(
+        lines.next(),
+        Some("at_ms,carrier_key,order_id,parcel_no,label_version,label_id,tracking_no,cost_cents")
+    );
+    let ids: Vec<&str> = lines.map(|l| l.split(',').nth(5).unwrap()).collect();
+    assert!(!ids.is_empty(), "{text}");
+    let distinct: std::collections::HashSet<&&str> = ids.iter().collect();
+    assert_eq!(distinct.len(), ids.len(), "a label id twice: {text}");
+}
+
+/// A ledger that cannot take a line fails the run at once, naming --carrier-ledger, with no
+/// panic and only whole lines left: here the file size limit (RLIMIT_FSIZE, 2 KiB, SIGXFSZ
+/// ignored so the write fails with EFBIG) stops it after a few dozen purchases of an hour's
+/// thousands.
+#[test]
+fn a_carrier_ledger_that_cannot_be_written_fails_the_run() {
+    use std::os::unix::process::CommandExt as _;
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.csv");
+    let mut command = Command::new(BIN);
+    command.args([
+        "simulate",
+        "--rate",
+        "5",
+        "--duration",
+        "1h",
+        "--retention",
+        "1h",
+        "--quiet",
+        "--format",
+        "json",
+        "--carrier-ledger",
+        s(&ledger),
+    ]);
+    // SAFETY: between fork and exec only setrlimit(2) and sigaction(2), both async-signal-safe;
+    // an ignored signal stays ignored across exec.
+    unsafe {
+        command.pre_exec(|| {
+            use nix::sys::resource::{Resource, setrlimit};
+            use nix::sys::signal::{SigHandler, Signal, signal};
+            setrlimit(Resource::RLIMIT_FSIZE, 2048, 2048)?;
+            signal(Signal::SIGXFSZ, SigHandler::SigIgn)?;
+            Ok(())
+        });
+    }
+    let out = command.output().expect("run idemcalc");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("--carrier-ledger {}", ledger.display()))
+            && err.contains("cannot write an invoice line"),
+        "{err}"
+    );
+    assert!(!err.contains("panicked"), "{err}");
+    let text = std::fs::read_to_string(&ledger).unwrap();
+    assert!(text.len() <= 2048 && text.ends_with('\n'), "{text:?}");
+    assert!(text.lines().count() > 10, "{text}");
 }
 
 /// A small request log in Parquet, written by `simulate --request-log`.

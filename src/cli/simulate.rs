@@ -29,14 +29,26 @@ pub struct SimulateArgs {
     /// Write the time series and outcome tables (CSV and Parquet) into this directory.
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Replace outputs idemcalc did not write: an existing --report or --request-log file, or
-    /// files of the same names in a non-empty --out directory without idemcalc's figures.csv.
-    /// An input of the run and a symbolic link are refused even so.
+    /// Replace outputs idemcalc did not write.
+    ///
+    /// An existing --report, --request-log or --carrier-ledger file, or files of the same names
+    /// in a non-empty --out directory without idemcalc's figures.csv. An input of the run and a
+    /// symbolic link are refused even so.
     #[arg(long)]
     pub force: bool,
     /// Also write the one-page HTML report of this run to this file.
     #[arg(long, value_name = "FILE")]
     pub report: Option<PathBuf>,
+    /// Write the carrier's invoice lines to this CSV file, each as the purchase is booked.
+    ///
+    /// Columns at_ms, carrier_key, order_id, parcel_no, label_version, label_id, tracking_no,
+    /// cost_cents; one line per purchase, written before the carrier answers, so a run killed
+    /// even with SIGKILL leaves every purchase it made. It is the carrier of the run's named
+    /// store: the first retention's first replicate (the store --db or --store names; the first
+    /// scratch store when none is named). Written in place as the run goes, not replaced at the
+    /// end like the other outputs.
+    #[arg(long, value_name = "FILE")]
+    pub carrier_ledger: Option<PathBuf>,
     /// Keep the SQLite store in this file (replicates and sweep points get a suffix).
     #[arg(long, conflicts_with = "store")]
     pub db: Option<PathBuf>,
@@ -108,7 +120,10 @@ pub fn run(args: &SimulateArgs) -> anyhow::Result<i32> {
         crate::fit::log_kind(path)?;
     }
     check_outputs(args, &settings)?;
-    let plan = checked_plan(args, &settings)?;
+    let mut plan = checked_plan(args, &settings)?;
+    if let Some(path) = &args.carrier_ledger {
+        attach_carrier_ledger(&mut plan, path)?;
+    }
     let reports = simulate_plan(args, &plan, args.quiet)?;
     if let Some(path) = &settings.traffic.request_log {
         write_request_log(&plan, path)?;
@@ -207,6 +222,21 @@ fn checked_plan(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<Plan
     Ok(plan)
 }
 
+/// Opens `--carrier-ledger` (already through `check_outputs`) and gives it to the first job,
+/// whose first replicate runs on the store the run names. Unlike every other output it is
+/// opened in place (`output::create_in_place`) rather than written to a temporary file renamed
+/// at the end: it must hold the purchases of a run killed with SIGKILL, which never gets to a
+/// rename.
+fn attach_carrier_ledger(plan: &mut Plan, path: &Path) -> anyhow::Result<()> {
+    let context = || format!("--carrier-ledger {}: cannot write it", path.display());
+    let file = crate::output::create_in_place(path).with_context(context)?;
+    let ledger = crate::carrier::LedgerFile::new(file, path).with_context(context)?;
+    if let Some(job) = plan.jobs.first_mut() {
+        job.config.carrier_ledger = Some(std::sync::Arc::new(ledger));
+    }
+    Ok(())
+}
+
 /// Why an interrupted run recommends no retention.
 fn no_decision(reports: &[SimReport]) -> String {
     let r = &reports[0];
@@ -220,9 +250,9 @@ fn no_decision(reports: &[SimReport]) -> String {
 /// What marks a page `--report` (or `report`) wrote: the generator tag in its head.
 const PAGE_MARK: &[u8] = br#"<meta name="generator" content="idemcalc report">"#;
 
-/// Checks `--out`, `--report` and `--request-log` (`crate::output`): none is an input of the
-/// run (the scenario, the retry CDF, the SQLite store) or another of these outputs, none is a
-/// link, and none replaces what idemcalc did not write unless `--force`.
+/// Checks `--out`, `--report`, `--request-log` and `--carrier-ledger` (`crate::output`): none
+/// is an input of the run (the scenario, the retry CDF, the SQLite store) or another of these
+/// outputs, none is a link, and none replaces what idemcalc did not write unless `--force`.
 fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()> {
     let store = match &args.store {
         Some(spec) => match crate::store::StoreSpec::parse(spec) {
@@ -295,6 +325,46 @@ fn check_outputs(args: &SimulateArgs, settings: &Settings) -> anyhow::Result<()>
         }
         crate::output::check(&target, args.force, &others)?;
     }
+    if let Some(path) = &args.carrier_ledger {
+        check_carrier_ledger(args, settings, path, inputs)?;
+    }
+    Ok(())
+}
+
+/// Checks `--carrier-ledger` against the run's inputs (`inputs`, the store among them) and the
+/// other file outputs. What marks it as idemcalc's is its CSV header line.
+fn check_carrier_ledger<'a>(
+    args: &'a SimulateArgs,
+    settings: &'a Settings,
+    path: &Path,
+    mut others: Vec<Input<'a>>,
+) -> anyhow::Result<()> {
+    let header = crate::carrier::LEDGER_HEADER.as_bytes();
+    let ours = |p: &Path| crate::output::head(p, header.len() as u64) == header;
+    let mark = format!(
+        "a carrier ledger idemcalc wrote starts with the line {}",
+        crate::carrier::LEDGER_HEADER.trim_end()
+    );
+    let target = Target {
+        flag: "--carrier-ledger",
+        path,
+        kind: Kind::File,
+        ours: &ours,
+        mark: &mark,
+    };
+    if let Some(log) = &settings.traffic.request_log {
+        others.push(Input {
+            what: "--request-log",
+            path: log,
+        });
+    }
+    if let Some(page) = &args.report {
+        others.push(Input {
+            what: "--report",
+            path: page,
+        });
+    }
+    crate::output::check(&target, args.force, &others)?;
     Ok(())
 }
 
@@ -306,6 +376,8 @@ fn write_request_log(plan: &Plan, path: &Path) -> anyhow::Result<()> {
     };
     let cfg = replay::SimConfig {
         request_log: true,
+        // A second run of the same purchases: not the named store's, not in its ledger.
+        carrier_ledger: None,
         ..job.config.clone()
     };
     let stores = Stores::scratch(StoreOptions {

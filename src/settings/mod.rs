@@ -645,6 +645,7 @@ impl Settings {
             sample: t.sample,
             target_ordinary: t.target_intents,
             request_log: false,
+            carrier_ledger: None,
             timeout_boost: None,
             timeout_fraction: t.timeout_fraction,
             network_loss_fraction: t.network_loss_fraction,

@@ -78,6 +78,11 @@ pub struct SimConfig {
     /// Keep every replayed request in `Tallies::request_log` (`simulate --request-log`).
     #[serde(skip)]
     pub request_log: bool,
+    /// Where replicate 0's carrier writes its invoice lines as it books them (`simulate
+    /// --carrier-ledger`, given to the first job only: replicate 0 of the first job runs on
+    /// the store the run names).
+    #[serde(skip)]
+    pub carrier_ledger: Option<std::sync::Arc<crate::carrier::LedgerFile>>,
 }
 
 impl Default for SimConfig {
@@ -112,6 +117,7 @@ impl Default for SimConfig {
             seed: 1,
             series_points: 240,
             request_log: false,
+            carrier_ledger: None,
         }
     }
 }
@@ -170,6 +176,16 @@ pub enum SimError {
         source: StoreError,
         simulated_s: f64,
         arrival_s: f64,
+    },
+    /// The carrier's ledger file stopped taking lines: the run stops, since a ledger missing a
+    /// purchase would read as a purchase the carrier never made.
+    #[error(
+        "--carrier-ledger {}: cannot write an invoice line ({message}); the file holds the purchases before it",
+        path.display()
+    )]
+    CarrierLedger {
+        path: std::path::PathBuf,
+        message: String,
     },
 }
 

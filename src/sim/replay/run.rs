@@ -6,7 +6,7 @@
 use super::client::{Replay, namesakes, sampled_share};
 use super::config::{SimConfig, SimError, invalid};
 use super::tallies::{SeriesPoint, Tallies};
-use crate::carrier::{Carrier, CarrierConfig};
+use crate::carrier::{Carrier, CarrierConfig, LedgerFile};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::{Engine, EngineError};
 use crate::sim::flow::Observed;
@@ -79,7 +79,9 @@ pub fn run_once(
         .wrapping_mul(0x9E37_79B9_7F4A_7C15)
         .wrapping_add(replicate);
     let clock = VirtualClock::new();
-    let engine = engine_for(cfg, arrivals, store, &clock, seed);
+    // Only replicate 0 runs on the store the run names; the ledger file is its carrier's.
+    let ledger = cfg.carrier_ledger.as_ref().filter(|_| replicate == 0);
+    let engine = engine_for(cfg, arrivals, store, &clock, seed, ledger);
     let mut r = Replay::new(cfg, dist, engine, clock, seed);
     let mut schedule = Schedule::new(cfg, arrivals, &mut r);
     r.t.series_every_s = schedule.series_every as f64 / 1000.0;
@@ -101,22 +103,26 @@ fn empty(mut store: Box<dyn Store>) -> Result<Box<dyn Store>, SimError> {
     Ok(store)
 }
 
-/// The replicate's engine on `store`: a carrier of its own seed, and a Bloom filter of purged
-/// keys sized for the records the replicate is expected to write.
+/// The replicate's engine on `store`: a carrier of its own seed (no invoice lines kept in
+/// memory; each written to `ledger` when given), and a Bloom filter of purged keys sized for
+/// the records the replicate is expected to write.
 fn engine_for(
     cfg: &SimConfig,
     arrivals: &Arrivals,
     store: Box<dyn Store>,
     clock: &VirtualClock,
     seed: u64,
+    ledger: Option<&Arc<LedgerFile>>,
 ) -> Engine {
-    let carrier = Arc::new(
-        Carrier::new(CarrierConfig {
-            seed: seed ^ 0x00C0_FFEE,
-            ..cfg.carrier.clone()
-        })
-        .without_ledger(),
-    );
+    let mut carrier = Carrier::new(CarrierConfig {
+        seed: seed ^ 0x00C0_FFEE,
+        ..cfg.carrier.clone()
+    })
+    .without_ledger();
+    if let Some(file) = ledger {
+        carrier = carrier.with_ledger_file(Arc::clone(file));
+    }
+    let carrier = Arc::new(carrier);
     let expected_records = arrivals.mean_rate_per_s()
         * sampled_share(cfg)
         * f64::from(namesakes(cfg))
@@ -262,16 +268,18 @@ impl Schedule {
 /// The replay loop; a store that fails once the loop has begun writing is reported with how far
 /// the run got ([`SimError::StoreFailed`]).
 fn drive(r: &mut Replay<'_>, s: &mut Schedule, progress: &Progress<'_>) -> Result<(), SimError> {
-    drive_events(r, s, progress).map_err(|e| match e {
-        SimError::Store(source) | SimError::Engine(EngineError::Store(source)) => {
-            SimError::StoreFailed {
-                source,
-                simulated_s: r.flow.now_ms() as f64 / 1000.0,
-                arrival_s: s.arrival_ms as f64 / 1000.0,
+    drive_events(r, s, progress)
+        .and_then(|()| ledger_ok(r.cfg))
+        .map_err(|e| match e {
+            SimError::Store(source) | SimError::Engine(EngineError::Store(source)) => {
+                SimError::StoreFailed {
+                    source,
+                    simulated_s: r.flow.now_ms() as f64 / 1000.0,
+                    arrival_s: s.arrival_ms as f64 / 1000.0,
+                }
             }
-        }
-        other => other,
-    })
+            other => other,
+        })
 }
 
 /// Runs until arrivals have stopped and every request is done, or the run is interrupted.
@@ -290,6 +298,7 @@ fn drive_events(
         if !r.crashed_in_txn2.is_empty() {
             r.inspect_crashes()?;
         }
+        ledger_ok(r.cfg)?;
         let Some(next) = s.next(r.flow.peek_ms()) else {
             break;
         };
@@ -314,6 +323,21 @@ fn drive_events(
         }
     }
     Ok(())
+}
+
+/// Fails once the carrier's ledger file (`--carrier-ledger`) has refused a line: checked
+/// before every event and at the end, so a run stops at the first purchase it could not write.
+fn ledger_ok(cfg: &SimConfig) -> Result<(), SimError> {
+    match cfg.carrier_ledger.as_deref() {
+        Some(file) => match file.error() {
+            Some(message) => Err(SimError::CarrierLedger {
+                path: file.path().to_path_buf(),
+                message: message.to_string(),
+            }),
+            None => Ok(()),
+        },
+        None => Ok(()),
+    }
 }
 
 /// The replicate's tallies once the loop is done: the store's invariants, and the labels
