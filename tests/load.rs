@@ -596,3 +596,55 @@ fn a_callers_file_names_the_line_it_cannot_read() {
     std::fs::write(&file, "# only a comment\n").unwrap();
     assert!(load::request::read_callers(&file).is_err());
 }
+
+/// Ctrl-C stops a long run at once: no intent or retry starts after it, the attempts already
+/// sent are heard out, and the report covers the time run, says so, and exits 130 (as
+/// `simulate` does on Ctrl-C).
+#[test]
+fn ctrl_c_stops_the_run_and_reports_the_part_run() {
+    let good = TestServer::start(Flaw::None, 0);
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["load", good.url().as_str(), "--rate", "50"])
+        .args(["--duration", "10m", "--format", "json", "--quiet"])
+        .args(["--time-scale", "100"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Until intents are being answered.
+    let started = std::time::Instant::now();
+    while good.service.runs.load(Ordering::Relaxed) < 20 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "no intent arrived"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let sent_at = std::time::Instant::now();
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let out = child.wait_with_output().unwrap();
+    // The deadline and the observation window (2 s), and slack for a loaded machine.
+    assert!(
+        sent_at.elapsed() < Duration::from_secs(20),
+        "took {:?} to stop",
+        sent_at.elapsed()
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let after = json["run"]["interrupted_after_s"].as_f64().unwrap();
+    assert!(after > 0.0 && after < 60.0, "{after}");
+    assert_eq!(json["run"]["duration_s"].as_f64().unwrap(), after);
+    // The achieved rate is over the time run, not the ten minutes asked.
+    let rate = json["achieved_rate_per_s"].as_f64().unwrap();
+    assert!(rate > 25.0 && rate < 100.0, "{rate}");
+    assert_eq!(json["duplicate_labels"], 0);
+}

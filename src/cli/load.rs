@@ -223,11 +223,16 @@ impl LoadArgs {
     }
 }
 
+/// Set by Ctrl-C: the run stops starting intents and reports what it did.
+static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let cfg = args.config()?;
     let bar = super::progress_bar(args.quiet, "load");
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
-    let report = load::run(&cfg, &tick)?;
+    // A handler that cannot be installed (one already is) leaves Ctrl-C's default: no report.
+    let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst));
+    let report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
     bar.finish_and_clear();
     let text = match args.format {
         LoadFormat::Table => report.text(),
@@ -235,5 +240,11 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
         LoadFormat::Markdown => report.markdown(),
     };
     super::print(&text)?;
-    Ok(if report.ok { 0 } else { super::EXIT_BUDGET })
+    Ok(if report.run.interrupted_after_s.is_some() {
+        super::bench::EXIT_INTERRUPTED
+    } else if report.ok {
+        0
+    } else {
+        super::EXIT_BUDGET
+    })
 }

@@ -70,7 +70,7 @@ pub(super) async fn intent(ctx: Arc<Ctx>, id: u64, due: Instant, live: Arc<()>) 
     let mut permit = Some(permit);
     for attempt in 1..=ctx.max_attempts {
         if attempt > 1 {
-            if due > ctx.end {
+            if due > ctx.end() {
                 return ctx.lock().end(id, End::RetryNotSent);
             }
             tokio::time::sleep_until(due).await;
@@ -104,7 +104,7 @@ pub(super) async fn intent(ctx: Arc<Ctx>, id: u64, due: Instant, live: Arc<()>) 
                     .min(ctx.backoff_base * (1u32 << attempt.min(20)));
                 let jitter = cap.mul_f64(rng.random::<f64>());
                 let wait = jitter.max(wait).max(Duration::from_millis(1));
-                if Instant::now() + wait > ctx.end {
+                if Instant::now() + wait > ctx.end() {
                     let mut c = ctx.lock();
                     c.counts.backoff_retries_not_sent += 1;
                     return c.end(id, End::RetryNotSent);
@@ -120,7 +120,7 @@ pub(super) async fn intent(ctx: Arc<Ctx>, id: u64, due: Instant, live: Arc<()>) 
                 if attempt < ctx.max_attempts {
                     let mut c = ctx.lock();
                     c.counts.late_retries_scheduled += 1;
-                    if at > ctx.end {
+                    if at > ctx.end() {
                         c.counts.late_retries_not_sent += 1;
                     }
                 }

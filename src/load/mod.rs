@@ -209,8 +209,9 @@ pub(crate) struct Ctx {
     lose_reply_fraction: f64,
     permits: Arc<tokio::sync::Semaphore>,
     start: Instant,
-    /// When arrivals and retries stop.
-    end: Instant,
+    /// When arrivals and retries stop, in ms after `start`: the run's duration, or the moment
+    /// of a Ctrl-C.
+    end_ms: std::sync::atomic::AtomicU64,
     collector: Mutex<tally::Collector>,
 }
 
@@ -223,21 +224,50 @@ impl Ctx {
     fn at_s(&self, t: Instant) -> f64 {
         t.saturating_duration_since(self.start).as_secs_f64()
     }
+
+    /// When arrivals and retries stop.
+    fn end(&self) -> Instant {
+        self.start + Duration::from_millis(self.end_ms.load(std::sync::atomic::Ordering::Relaxed))
+    }
+
+    /// Stops arrivals and retries now (Ctrl-C); attempts already sent are still heard out.
+    fn stop_now(&self) {
+        let now_ms = Instant::now()
+            .saturating_duration_since(self.start)
+            .as_millis() as u64;
+        self.end_ms
+            .fetch_min(now_ms, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 /// Runs `cfg` and reports; `progress` is called with the share of the run done (0..1).
 pub fn run(cfg: &LoadConfig, progress: &(dyn Fn(f64) + Sync)) -> anyhow::Result<LoadReport> {
+    run_until(cfg, progress, &std::sync::atomic::AtomicBool::new(false))
+}
+
+/// [`run`], stopped early once `interrupted` is set (Ctrl-C): no intent or retry starts after
+/// it, attempts already sent are heard out (their deadline and observation window), and the
+/// report covers the time run, marked as interrupted.
+pub fn run_until(
+    cfg: &LoadConfig,
+    progress: &(dyn Fn(f64) + Sync),
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<LoadReport> {
     cfg.check()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("idemcalc-load")
         .build()?;
     let wall = std::time::Instant::now();
-    let summary = runtime.block_on(drive(cfg, progress))?;
+    let (summary, covered_s) = runtime.block_on(drive(cfg, progress, interrupted))?;
     // Anything still open (a server that never answers past the observation window) is
     // dropped here, not waited for.
     runtime.shutdown_timeout(Duration::from_millis(100));
-    let echo = echo(cfg);
+    let mut echo = echo(cfg);
+    if covered_s < echo.duration_s {
+        echo.interrupted_after_s = Some(covered_s);
+        echo.duration_s = covered_s.max(f64::MIN_POSITIVE);
+    }
     Ok(LoadReport::new(
         echo,
         summary,
@@ -278,7 +308,8 @@ fn http_client(cfg: &LoadConfig) -> anyhow::Result<reqwest::Client> {
 async fn drive(
     cfg: &LoadConfig,
     progress: &(dyn Fn(f64) + Sync),
-) -> anyhow::Result<summary::LoadSummary> {
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<(summary::LoadSummary, f64)> {
     // The template's path goes after the URL's own: http://h/api + /labels = /api/labels.
     let mut url = cfg.url.clone();
     url.set_path(&format!(
@@ -305,7 +336,7 @@ async fn drive(
         lose_reply_fraction: cfg.lose_reply_fraction,
         permits: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
         start,
-        end: start + cfg.duration,
+        end_ms: std::sync::atomic::AtomicU64::new(cfg.duration.as_millis() as u64),
         collector: Mutex::new(tally::Collector::new()),
     });
     // Every task holds a clone: the run is over when only this one is left.
@@ -316,11 +347,16 @@ async fn drive(
         cfg.spacing,
         live.clone(),
     ));
-    let hard_end = ctx.end + cfg.deadline + cfg.observe + Duration::from_secs(1);
+    let tail = cfg.deadline + cfg.observe + Duration::from_secs(1);
+    let mut hard_end = ctx.end() + tail;
     let total_s = (hard_end - start).as_secs_f64();
     loop {
         tokio::time::sleep(Duration::from_millis(50)).await;
         let now = Instant::now();
+        if interrupted.load(std::sync::atomic::Ordering::Relaxed) && now < ctx.end() {
+            ctx.stop_now();
+            hard_end = ctx.end() + tail;
+        }
         progress((ctx.at_s(now) / total_s).min(1.0));
         if Arc::strong_count(&live) == 1 || now >= hard_end {
             break;
@@ -328,9 +364,11 @@ async fn drive(
     }
     progress(1.0);
     let collector = std::mem::replace(&mut *ctx.lock(), tally::Collector::new());
-    let end_s = cfg.duration.as_secs_f64();
+    // The share of the retry distribution the run covered, up to where it ended.
+    let end_s = ctx.at_s(ctx.end());
     let (retry, scale) = (&cfg.retry, cfg.time_scale);
-    Ok(collector.finish(|started_s| retry.cdf((end_s - started_s).max(0.0) * scale)))
+    let summary = collector.finish(|started_s| retry.cdf((end_s - started_s).max(0.0) * scale));
+    Ok((summary, end_s))
 }
 
 /// Starts intents at their intended times until the run's end, whatever the server does.
@@ -339,7 +377,6 @@ async fn schedule(ctx: Arc<Ctx>, rate_per_s: f64, spacing: Spacing, live: Arc<()
     let Ok(poisson) = Arrivals::constant(rate_per_s) else {
         return;
     };
-    let end_s = ctx.at_s(ctx.end);
     let mut t_s = 0.0;
     let mut id = 0u64;
     loop {
@@ -348,11 +385,15 @@ async fn schedule(ctx: Arc<Ctx>, rate_per_s: f64, spacing: Spacing, live: Arc<()
             Spacing::Constant if id == 0 => 0.0,
             Spacing::Constant => t_s + 1.0 / rate_per_s,
         };
-        if t_s >= end_s {
+        // The end moves earlier on Ctrl-C: asked again before and after each wait.
+        if t_s >= ctx.at_s(ctx.end()) {
             break;
         }
         let due = ctx.start + Duration::from_secs_f64(t_s);
         tokio::time::sleep_until(due).await;
+        if due >= ctx.end() {
+            break;
+        }
         id += 1;
         tokio::spawn(client::intent(ctx.clone(), id, due, live.clone()));
     }
@@ -369,6 +410,7 @@ fn echo(cfg: &LoadConfig) -> summary::RunEcho {
             Spacing::Constant => "constant",
         },
         duration_s: cfg.duration.as_secs_f64(),
+        interrupted_after_s: None,
         seed: cfg.seed,
         deadline_ms: cfg.deadline.as_secs_f64() * 1000.0,
         observe_ms: cfg.observe.as_secs_f64() * 1000.0,

@@ -142,7 +142,10 @@ pub struct RunEcho {
     pub path: String,
     pub rate_per_s: f64,
     pub arrivals: &'static str,
+    /// How long intents started: the asked duration, or up to a Ctrl-C.
     pub duration_s: f64,
+    /// Set when Ctrl-C stopped the run this many seconds in: the figures cover that part.
+    pub interrupted_after_s: Option<f64>,
     pub seed: u64,
     pub deadline_ms: f64,
     pub observe_ms: f64,
@@ -290,6 +293,12 @@ impl LoadReport {
             r.deadline_ms,
             r.time_scale
         ));
+        if let Some(after) = r.interrupted_after_s {
+            out.push_str(&format!(
+                "interrupted: Ctrl-C stopped new intents and retries after {}; the attempts already sent were heard out, and the figures below cover that part of the run\n\n",
+                crate::format::human_duration(after)
+            ));
+        }
         out.push_str(&h("Checks from outside"));
         let rows = vec![
             row("duplicate labels", thousands(self.duplicate_labels as f64)),
