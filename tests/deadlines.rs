@@ -285,3 +285,88 @@ fn a_stopped_redis_server_ends_the_run_with_a_clear_message() {
     assert!(err.contains("did not answer within"), "{err}");
     assert!(took < Duration::from_secs(20), "took {took:?}");
 }
+
+/// Issue 38: `idemcalc serve` on PostgreSQL whose writer's backend is stopped (`kill -STOP` of
+/// that one server process, on a server of the test's own): the request in flight gets 503
+/// within the statement's deadline and its client-side margin, not a hang; once the backend is
+/// continued the writer opens a new connection and the service answers again. The hold's own
+/// session is not stopped, so the store stays held throughout.
+#[test]
+fn serve_answers_503_when_its_postgres_backend_stops_and_recovers() {
+    use std::io::BufRead as _;
+    let Some(server) = OwnPostgres::start() else {
+        eprintln!("*** no PostgreSQL binaries under /usr/lib/postgresql: SKIPPED");
+        return;
+    };
+    let schema = unique("t_serve_stop");
+    let mut serve = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--pool", "1"])
+        .args(["--trust-caller-header", "x-caller", "--store"])
+        .arg(format!("{}?schema={schema}", server.url()))
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    std::io::BufReader::new(serve.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let base = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    idemcalc::load::install_tls_provider();
+    let http = reqwest::blocking::Client::builder()
+        .timeout(Duration::from_secs(60))
+        .build()
+        .unwrap();
+    let post = |key: &str| {
+        http.post(format!("{base}/labels"))
+            .header("x-caller", "fulfilment")
+            .header("idempotency-key", key)
+            .header("content-type", "application/json")
+            .body(r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#)
+            .send()
+            .map(|r| r.status().as_u16())
+    };
+    assert_eq!(post("k-before").unwrap(), 201);
+    let mut client = postgres::Client::connect(&server.url(), postgres::NoTls).unwrap();
+    // The pool's one connection (the hold's session is `idemcalc pid N`).
+    let writer: i32 = client
+        .query_one(
+            "SELECT pid FROM pg_stat_activity WHERE application_name = 'idemcalc'",
+            &[],
+        )
+        .unwrap()
+        .get(0);
+    unsafe {
+        libc::kill(writer, libc::SIGSTOP);
+    }
+    let stopped = Instant::now();
+    let during = post("k-during");
+    let took = stopped.elapsed();
+    unsafe {
+        libc::kill(writer, libc::SIGCONT);
+    }
+    assert_eq!(during.unwrap(), 503, "after {took:?}");
+    assert!(took < Duration::from_secs(20), "503 after {took:?}");
+    // A new connection answers; the stopped request's claim never committed.
+    let started = Instant::now();
+    let after = loop {
+        let s = post("k-after").unwrap();
+        if s != 503 || started.elapsed() > Duration::from_secs(30) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    assert_eq!(after, 201);
+    assert_eq!(post("k-during").unwrap(), 201);
+    unsafe {
+        libc::kill(serve.id() as i32, libc::SIGTERM);
+    }
+    let (code, _) = wait_within(serve, Duration::from_secs(30));
+    assert_eq!(code, Some(0));
+    drop(client);
+    drop(server);
+}
