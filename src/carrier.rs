@@ -45,7 +45,15 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// `carrier:sha256:` and 64 hex digits, 79 bytes. The two forms cannot meet: the readable one has
 /// a digit after `carrier:`, the hashed one an `s`.
 pub fn carrier_key(caller_id: &str, idem_key: &str) -> String {
-    let readable = format!("carrier:{}:{caller_id}:{idem_key}", caller_id.len());
+    // Built by hand rather than with `format!`: it runs on every carrier call (issue 40).
+    let mut length = itoa::Buffer::new();
+    let length = length.format(caller_id.len());
+    let mut readable = String::with_capacity(
+        "carrier::".len() + length.len() + caller_id.len() + 1 + idem_key.len(),
+    );
+    for part in ["carrier:", length, ":", caller_id, ":", idem_key] {
+        readable.push_str(part);
+    }
     if readable.len() <= MAX_KEY_BYTES {
         return readable;
     }
@@ -242,6 +250,11 @@ pub struct CarrierStats {
     pub keys_held: u64,
 }
 
+/// The carrier's maps, hashed with foldhash: SipHash cost a create about 1,000 instructions
+/// across its lookups (issue 40), and nothing here iterates a map, so no output depends on the
+/// per-process random seed.
+type FastMap<K, V> = HashMap<K, V, foldhash::fast::RandomState>;
+
 pub struct Carrier {
     config: CarrierConfig,
     latency: Option<LogNormal>,
@@ -250,14 +263,14 @@ pub struct Carrier {
 
 struct State {
     rng: StdRng,
-    keys: HashMap<String, (CarrierLabel, Millis)>,
+    keys: FastMap<Arc<str>, (CarrierLabel, Millis)>,
     /// Keys in the order they expire, so forgetting them is a pop from the front.
-    expiry: VecDeque<(Millis, String)>,
+    expiry: VecDeque<(Millis, Arc<str>)>,
     ledger: Vec<InvoiceLine>,
     /// Labels sold per (order, parcel, version): the carrier's view of "more than one label".
-    sold: HashMap<(i64, i64, i64), u32>,
+    sold: FastMap<(i64, i64, i64), u32>,
     /// Labels sold per order, to number the tracking numbers of a second label.
-    per_order: HashMap<i64, u32>,
+    per_order: FastMap<i64, u32>,
     stats: CarrierStats,
     keep_ledger: bool,
     /// Where each invoice line also goes as it is booked, if anywhere.
@@ -276,11 +289,11 @@ impl Carrier {
             latency,
             state: Mutex::new(State {
                 rng,
-                keys: HashMap::new(),
+                keys: FastMap::default(),
                 expiry: VecDeque::new(),
                 ledger: Vec::new(),
-                sold: HashMap::new(),
-                per_order: HashMap::new(),
+                sold: FastMap::default(),
+                per_order: FastMap::default(),
                 stats: CarrierStats::default(),
                 keep_ledger: true,
                 file: None,
@@ -318,7 +331,9 @@ impl Carrier {
             if *t > now_ms {
                 break;
             }
-            let (_, key) = s.expiry.pop_front().unwrap_or_default();
+            let Some((_, key)) = s.expiry.pop_front() else {
+                break;
+            };
             if s.keys.get(&key).is_some_and(|(_, exp)| *exp <= now_ms) {
                 s.keys.remove(&key);
             }
@@ -375,8 +390,10 @@ impl Carrier {
         let label = s.sell(p, now_ms, self.config.label_price_cents);
         if let Some(key) = p.key {
             let expires = now_ms + self.config.window_ms;
-            s.keys.insert(key.to_string(), (label.clone(), expires));
-            s.expiry.push_back((expires, key.to_string()));
+            // One allocation for the key, shared by the map and the expiry queue.
+            let key: Arc<str> = Arc::from(key);
+            s.keys.insert(key.clone(), (label.clone(), expires));
+            s.expiry.push_back((expires, key));
         }
         CarrierReply {
             result: CarrierResult::Label {
