@@ -468,10 +468,10 @@ pub fn store_text(c: &Choice, replicas: f64) -> String {
         String::new()
     };
     format!(
-        "{}{interval} per copy{peak}, {} for {} copies",
+        "{}{interval} per copy{peak}, {} for {}",
         human_bytes(c.store_bytes),
         human_bytes(c.store_bytes_all_replicas),
-        replicas
+        crate::format::plural(replicas as u64, "copy", "copies")
     )
 }
 

@@ -101,6 +101,75 @@ pub fn format_secs(secs: f64) -> String {
     format!("{secs}s")
 }
 
+/// The units of a measured duration, largest first, with their length in seconds.
+const APPROX_UNITS: [(&str, f64); 4] = [("d", DAY_S), ("h", 3_600.0), ("m", 60.0), ("s", 1.0)];
+
+/// The unit [`format_approx`] writes `secs` in: the largest that keeps it at 1 or above
+/// (milliseconds below a second), as its name and its length in seconds.
+fn approx_unit(secs: f64) -> (&'static str, f64) {
+    APPROX_UNITS
+        .iter()
+        .copied()
+        .find(|(_, size)| secs >= *size)
+        .unwrap_or(("ms", 1e-3))
+}
+
+/// A measured duration in the largest unit that keeps it above 1, to four significant
+/// figures (`2.695d`, `4h`, `263ms`): readable, and parsed back by [`parse`]. Anything not
+/// above zero (or not finite) is `0s`.
+pub fn format_approx(secs: f64) -> String {
+    if !(secs.is_finite() && secs > 0.0) {
+        return "0s".into();
+    }
+    let (name, size) = approx_unit(secs);
+    format!("{}{name}", four_figures(secs / size))
+}
+
+/// A part and its whole in one unit (`20.11h of 108h`, not `72406s of 108h`), so the two
+/// read against each other: `(part, whole)`. The unit is the whole's, or a smaller one while
+/// the part would be under 1 and the whole stays under 1,000 in it.
+pub fn format_approx_pair(part_s: f64, whole_s: f64) -> (String, String) {
+    let whole_s = whole_s.max(part_s);
+    let mut i = APPROX_UNITS
+        .iter()
+        .position(|(_, size)| whole_s >= *size)
+        .unwrap_or(APPROX_UNITS.len() - 1);
+    while i + 1 < APPROX_UNITS.len()
+        && part_s < APPROX_UNITS[i].1
+        && whole_s / APPROX_UNITS[i + 1].1 < 1_000.0
+    {
+        i += 1;
+    }
+    let (name, size) = APPROX_UNITS[i];
+    let one = |secs: f64| {
+        if secs.is_finite() && secs > 0.0 {
+            format!("{}{name}", four_figures(secs / size))
+        } else {
+            "0s".to_string()
+        }
+    };
+    (one(part_s), one(whole_s))
+}
+
+/// `value` to four significant figures, trailing zeros dropped (`31.1600` → `31.16`, `4.000`
+/// → `4`). `format::significant` does this for every other quantity; it sits above this
+/// module (it formats durations through it), so the one digit rule a duration needs is here.
+fn four_figures(value: f64) -> String {
+    let magnitude = value.abs().log10().floor() as i32;
+    let decimals = (3 - magnitude).max(0) as usize;
+    let mut text = format!("{value:.decimals$}");
+    // Rounding can carry into a new digit (9.9996 → 10.000): one decimal fewer then.
+    let rounded: f64 = text.parse().unwrap_or(value);
+    if rounded.abs().log10().floor() as i32 > magnitude && decimals > 0 {
+        let decimals = decimals - 1;
+        text = format!("{rounded:.decimals$}");
+    }
+    if text.contains('.') {
+        text = text.trim_end_matches('0').trim_end_matches('.').to_string();
+    }
+    text
+}
+
 /// A clap value parser, for flags outside the settings table (e.g. `bench --duration`).
 pub fn clap_parse(text: &str) -> Result<Duration, String> {
     parse(text).map_err(|e| e.to_string())
@@ -188,5 +257,27 @@ mod tests {
         }
         assert_eq!(format_secs(172_800.0), "2d");
         assert_eq!(format_secs(5400.0), "90m");
+    }
+
+    #[test]
+    fn measured_durations_read_in_one_unit() {
+        assert_eq!(format_approx(232_848.0), "2.695d");
+        assert_eq!(format_approx(14_400.0), "4h");
+        assert_eq!(format_approx(0.263), "263ms");
+        assert_eq!(format_approx(0.0), "0s");
+        assert_eq!(format_approx(59.9999), "60s");
+        // Issue 36, item 7 of the page: "72406s of 108h" mixed units.
+        assert_eq!(
+            format_approx_pair(72_406.0, 388_800.0),
+            ("20.11h".to_string(), "108h".to_string())
+        );
+        assert_eq!(
+            format_approx_pair(129_600.0, 2_692_336.0),
+            ("1.5d".to_string(), "31.16d".to_string())
+        );
+        for secs in [0.263, 72_406.0, 232_848.0] {
+            let back = parse(&format_approx(secs)).unwrap().as_secs_f64();
+            assert!((back / secs - 1.0).abs() < 1e-3, "{secs}");
+        }
     }
 }

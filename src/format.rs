@@ -128,22 +128,22 @@ pub fn human_duration(secs: f64) -> String {
 }
 
 /// A measured duration in the largest unit that keeps it above 1, to four significant
-/// figures (`2.695d`, `4h`, `263ms`): readable, and parsed back by `duration::parse`.
+/// figures (`2.695d`, `4h`, `263ms`): [`crate::duration::format_approx`], the one formatter.
 pub fn approx_duration(secs: f64) -> String {
-    if !(secs.is_finite() && secs > 0.0) {
-        return "0s".into();
-    }
-    for (unit, size) in [
-        ("d", crate::duration::DAY_S),
-        ("h", 3_600.0),
-        ("m", 60.0),
-        ("s", 1.0),
-    ] {
-        if secs >= size {
-            return format!("{}{unit}", significant(secs / size, 4));
-        }
-    }
-    format!("{}ms", significant(secs * 1000.0, 4))
+    crate::duration::format_approx(secs)
+}
+
+/// `plural(1, "caller", "callers")` → `"1 caller"`, `plural(79_587, "intent", "intents")` →
+/// `"79,587 intents"`: a count with its noun, the one way every output agrees a noun with its
+/// number (never "1 callers"). Both forms are given because English plurals are not all an
+/// added "s" (copy, copies).
+pub fn plural(count: u64, one: &str, many: &str) -> String {
+    format!("{} {}", thousands(count as f64), noun(count, one, many))
+}
+
+/// The noun alone, for a count written some other way (`2.5 GB copies` never; `3 copies`).
+pub fn noun<'a>(count: u64, one: &'a str, many: &'a str) -> &'a str {
+    if count == 1 { one } else { many }
 }
 
 /// `34_398.4` → `"34,398/day"`, `20.3` → `"20.3/day"`: a daily count, whole from 100 up.
@@ -171,8 +171,9 @@ pub fn interval(low: f64, high: f64, fmt: impl Fn(f64) -> String) -> String {
 }
 
 /// The 95 % interval of an estimate as people should read it: no event seen is a one-sided
-/// bound, and an interval that could not be computed (infinite or NaN ends) says so, never a
-/// certain-looking `0 – 0`.
+/// bound (`none seen, ≤ 2.6/day`: the low end is 0 only because nothing was counted), and an
+/// interval that could not be computed (infinite or NaN ends) says so, never a certain-looking
+/// `0 – 0`. The terminal, `summary.md` and the page all write intervals through here.
 pub fn estimate_interval(
     estimate: f64,
     low: f64,
@@ -180,13 +181,18 @@ pub fn estimate_interval(
     fmt: impl Fn(f64) -> String,
 ) -> String {
     if !low.is_finite() || !high.is_finite() {
-        "no interval (see notes)".to_string()
+        NO_INTERVAL.to_string()
     } else if estimate == 0.0 && high > 0.0 {
-        format!("≤ {} (95 %)", fmt(high))
+        format!("{NONE_SEEN}, ≤ {}", fmt(high))
     } else {
         interval(low, high, fmt)
     }
 }
+
+/// What an interval that could not be computed reads as.
+pub const NO_INTERVAL: &str = "no interval (see notes)";
+/// The words before a one-sided bound: no event was seen.
+pub const NONE_SEEN: &str = "none seen";
 
 /// `value` to `digits` significant figures with trailing zeros dropped (`34.560` → `34.56`).
 pub fn significant(value: f64, digits: u32) -> String {
@@ -330,6 +336,28 @@ mod tests {
         assert_eq!(per_day(34_398.4), "34,398/day");
         assert_eq!(per_day(20.34), "20.3/day");
         assert_eq!(interval(1.0, 2.0, usd), "$1.00 – $2.00");
+        assert_eq!(
+            estimate_interval(0.0, 0.0, 2.6, per_day),
+            "none seen, ≤ 2.6/day"
+        );
+        assert_eq!(
+            estimate_interval(1.0, f64::NAN, 2.0, per_day),
+            "no interval (see notes)"
+        );
+        assert_eq!(
+            estimate_interval(1.5, 1.0, 2.0, per_day),
+            "1.0/day – 2.0/day"
+        );
+    }
+
+    /// Issue 36, item 7 of the page: "1 callers", "1 alternating slices".
+    #[test]
+    fn nouns_agree_with_their_count() {
+        assert_eq!(plural(1, "caller", "callers"), "1 caller");
+        assert_eq!(plural(0, "caller", "callers"), "0 callers");
+        assert_eq!(plural(3, "copy", "copies"), "3 copies");
+        assert_eq!(plural(79_587, "intent", "intents"), "79,587 intents");
+        assert_eq!(noun(1, "run", "runs"), "run");
     }
 
     #[test]

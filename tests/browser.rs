@@ -903,3 +903,194 @@ fn pdf_pages(pdf: &[u8]) -> usize {
     let text = String::from_utf8_lossy(pdf).replace(' ', "");
     text.matches("/Type/Page").count() - text.matches("/Type/Pages").count()
 }
+
+/// Tables whose right (or left) edge passes the panel they sit in, in every scenario's tab:
+/// each tab is opened in turn, since a closed one is not laid out.
+const TABLES_OUT_OF_CARDS: &str = r#"
+var out = [];
+function check(where) {
+  document.querySelectorAll("table").forEach(function (t) {
+    if (!t.getClientRects().length) return;
+    var card = t.closest(".panel");
+    if (!card) return;
+    var r = t.getBoundingClientRect(), c = card.getBoundingClientRect();
+    var m = where + ": table." + t.className + " " + Math.round(r.left) + "–" + Math.round(r.right) + " outside its panel " + Math.round(c.left) + "–" + Math.round(c.right);
+    if ((r.right > c.right + 1 || r.left < c.left - 1) && out.indexOf(m) < 0) out.push(m);
+  });
+}
+check("page");
+document.querySelectorAll(".scenarios [role=tab]").forEach(function (t) { t.click(); check(t.getAttribute("data-tab")); });
+return out;
+"#;
+
+/// Text in the charts of `selector` crossed by a line, a curve, a point or a ring drawn in the
+/// same chart (grid lines aside): every mark is walked pixel by pixel and each point tested
+/// against each text's box, as rendered.
+const STRUCK_TEXT: &str = r#"
+var out = [];
+document.querySelectorAll(arguments[0]).forEach(function (svg) {
+  var texts = Array.from(svg.querySelectorAll("text")).filter(function (t) { return t.textContent.trim() && t.getClientRects().length; })
+    .map(function (t) { var r = t.getBoundingClientRect(); return [t.textContent.trim(), r.left + 1, r.top + 1, r.right - 1, r.bottom - 1]; });
+  function at(e, x, y) { var p = svg.createSVGPoint(); p.x = x; p.y = y; return p.matrixTransform(e.getScreenCTM()); }
+  function hit(e, p) {
+    texts.forEach(function (t) {
+      if (p.x > t[1] && p.x < t[3] && p.y > t[2] && p.y < t[4]) {
+        var m = "'" + t[0] + "' crossed by " + e.tagName + (e.getAttribute("class") ? "." + e.getAttribute("class") : "");
+        if (out.indexOf(m) < 0) out.push(m);
+      }
+    });
+  }
+  svg.querySelectorAll("path, line, circle").forEach(function (e) {
+    if (e.classList.contains("grid")) return;
+    if (e.tagName === "path") {
+      for (var s = 0, n = e.getTotalLength(); s <= n; s += 1) { var q = e.getPointAtLength(s); hit(e, at(e, q.x, q.y)); }
+    } else if (e.tagName === "line") {
+      var x1 = +e.getAttribute("x1"), y1 = +e.getAttribute("y1"), x2 = +e.getAttribute("x2"), y2 = +e.getAttribute("y2");
+      var len = Math.max(1, Math.hypot(x2 - x1, y2 - y1));
+      for (var i = 0; i <= len; i++) hit(e, at(e, x1 + (x2 - x1) * i / len, y1 + (y2 - y1) * i / len));
+    } else {
+      var cx = +e.getAttribute("cx"), cy = +e.getAttribute("cy"), r = +e.getAttribute("r");
+      for (var a = 0; a < 360; a += 3) hit(e, at(e, cx + r * Math.cos(a * Math.PI / 180), cy + r * Math.sin(a * Math.PI / 180)));
+    }
+  });
+});
+return out;
+"#;
+
+/// The page's text as a reader sees it, scripts and style sheets aside (the script's source
+/// names `NaN`), after the script has run.
+const PAGE_WORDS: &str = r#"
+var copy = document.body.cloneNode(true);
+copy.querySelectorAll("script, style").forEach(function (e) { e.remove(); });
+return copy.textContent;
+"#;
+
+/// Text of the charts in `selector` that is outside the part of its chart on screen (its
+/// wrapper scrolls or clips it), and the texts shown.
+const CHART_TEXT_OFF_SCREEN: &str = r#"
+var off = [], shown = [];
+document.querySelectorAll(arguments[0]).forEach(function (svg) {
+  if (!svg.getClientRects().length) return;
+  var wrap = svg.closest(".svgwrap").getBoundingClientRect();
+  svg.querySelectorAll("text").forEach(function (t) {
+    var r = t.getBoundingClientRect(), s = t.textContent.trim();
+    if (!s) return;
+    if (r.right > wrap.right + 1 || r.left < wrap.left - 1) off.push(s + " at " + Math.round(r.left) + "–" + Math.round(r.right) + " of " + Math.round(wrap.left) + "–" + Math.round(wrap.right));
+    else shown.push(s);
+  });
+});
+return [off, shown];
+"#;
+
+/// Issue 36, item 7: the report page's defects a reviewer found with the bundled scenarios,
+/// on the test's page.
+/// 1. The budget table spilled out of its panel at 1440 px (right edge 1312 px, panel 1255).
+/// 2. Chart labels under lines: "recommended 1h" struck by the 25 GB budget line, labels
+///    crossed by curves in print, the cheapest ring over the "30d" tick; a caption naming
+///    dashed lines hidden under the total.
+/// 3. "NaN/day" in the model column.
+/// 4. At 390 px the bytes-per-record chart showed full-width bars, no value, no 512 B line.
+/// 6. Literal backticks in captions.
+#[test]
+fn issue_36_item_7_tables_labels_and_words_on_the_page() {
+    let Some((chromium, chromedriver)) = browsers() else {
+        return;
+    };
+    let (url, _) = page();
+    let d = Driver::start(&chromium, &chromedriver, 1440, 1000);
+    let metrics = |width: u32, height: u32| {
+        d.cdp(
+            "Emulation.setDeviceMetricsOverride",
+            serde_json::json!({"width": width, "height": height, "deviceScaleFactor": 1, "mobile": false}),
+        );
+        d.js("window.dispatchEvent(new Event('resize')); return 1");
+    };
+    d.go(url);
+    assert_eq!(d.js("return document.body.getAttribute('data-ready')"), "1");
+
+    // 1, 2: at a desktop's and a phone's width, every table inside its panel and no chart
+    // label of the trade-off crossed by anything drawn.
+    for (w, h) in [(1440, 1000), (390, 844)] {
+        metrics(w, h);
+        let spilled = d.js(TABLES_OUT_OF_CARDS);
+        assert_eq!(spilled, serde_json::json!([]), "at {w} px");
+        let struck = d.js_with(STRUCK_TEXT, "#tradeoff svg");
+        assert_eq!(struck, serde_json::json!([]), "at {w} px");
+    }
+    // 2, in print (A4 less its margins).
+    d.cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({"media": "print"}),
+    );
+    metrics(703, 1000);
+    let struck = d.js_with(STRUCK_TEXT, "#tradeoff svg");
+    assert_eq!(struck, serde_json::json!([]), "in print");
+    d.cdp(
+        "Emulation.setEmulatedMedia",
+        serde_json::json!({"media": "screen"}),
+    );
+    metrics(1440, 1000);
+    // Labels come after every line and carry a white halo, so none is ever struck through.
+    let order = d.js(
+        "var svg = document.querySelector('#tradeoff svg'), g = svg.lastElementChild; return [g.getAttribute('class'), g.querySelectorAll('text').length, Array.from(g.querySelectorAll('text')).every(t => t.getAttribute('paint-order') === 'stroke' && t.getAttribute('stroke') === '#fff')]",
+    );
+    assert_eq!(order[0], "labels", "{order}");
+    assert!(order[1].as_u64().unwrap() >= 4, "{order}");
+    assert_eq!(order[2], true, "{order}");
+    // The caption names only what is drawn: the cost's dashed parts, the limits' purple
+    // dashes, the grey "now" line and the simulated whiskers each exactly when they are there.
+    let drawn = d.js(
+        "var svg = document.querySelector('#tradeoff svg'); return [document.getElementById('tradeoff-legend').textContent, svg.querySelectorAll('path.part').length, svg.querySelectorAll('line.limit').length, svg.querySelectorAll('line.marker[stroke-dasharray]').length, svg.querySelectorAll('line.whisker').length]",
+    );
+    let legend = drawn[0].as_str().unwrap();
+    let count = |i: usize| drawn[i].as_u64().unwrap();
+    assert_eq!(
+        legend.contains("storage grey and duplicates red"),
+        count(1) > 0,
+        "{drawn}"
+    );
+    assert_eq!(legend.contains("purple dashes"), count(2) > 0, "{drawn}");
+    assert_eq!(legend.contains("grey dashed line"), count(3) > 0, "{drawn}");
+    assert_eq!(legend.contains("Black whiskers"), count(4) > 0, "{drawn}");
+
+    // 3, 6: words a reader must never see, before and after a control moves.
+    let words = |when: &str| {
+        let text = d.js(PAGE_WORDS);
+        let text = text.as_str().unwrap();
+        for bad in ["NaN", "undefined", "Infinity", "`"] {
+            let at = text.find(bad).map(|i| {
+                let before: String = text[..i].chars().rev().take(80).collect();
+                let after: String = text[i..].chars().take(40).collect();
+                let around = format!("{}{after}", before.chars().rev().collect::<String>());
+                around.split_whitespace().collect::<Vec<_>>().join(" ")
+            });
+            assert_eq!(at, None, "{bad:?} on the page {when}");
+        }
+        assert!(text.contains("no model"), "{when}");
+    };
+    words("at load");
+    d.js("var c = document.getElementById('ctl-done_fraction'); c.value = '0'; c.dispatchEvent(new Event('input', {bubbles: true})); return 1");
+    words("with no timed-out call already done");
+
+    // 4: on a phone the bytes-per-record chart shows each run's value and the assumed
+    // 512 B line's label on screen, not past the chart's edge.
+    metrics(390, 844);
+    let seen = d.js_with(CHART_TEXT_OFF_SCREEN, "#chart-bytes svg.chart");
+    assert_eq!(seen[0], serde_json::json!([]), "off screen at 390 px");
+    let shown: Vec<&str> = seen[1]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|t| t.as_str())
+        .collect();
+    assert!(shown.iter().any(|t| t.starts_with("assumed ")), "{shown:?}");
+    for run in ["a-small", "b-small", "c-short-lease"] {
+        assert!(
+            shown
+                .iter()
+                .any(|t| t.starts_with(&format!("{run}: ")) && t.ends_with(" B")),
+            "{run}'s value: {shown:?}"
+        );
+    }
+    assert_eq!(d.js("return document.body.getAttribute('data-errors')"), "");
+}

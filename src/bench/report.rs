@@ -7,7 +7,7 @@ use super::fill::Layout;
 use super::mix::{Kind, PerKind};
 use super::runs::{self, Comparison, Interval, Spread};
 use super::serve::Tally;
-use crate::format::{latency, thousands};
+use crate::format::{latency, plural, thousands};
 use crate::store::group::GroupStats;
 use crate::store::{Invariants, Synchronous};
 use hdrhistogram::Histogram;
@@ -594,8 +594,11 @@ fn write_setup(out: &mut String, c: &ConfigView) {
     }
     let _ = writeln!(
         out,
-        "{} workers, {rate}, {} runs of {:.1} s per side alternating engine and baseline, mix {}",
-        c.workers, c.runs, c.duration_s, c.mix
+        "{}, {rate}, {} of {:.1} s per side alternating engine and baseline, mix {}",
+        plural(u64::from(c.workers), "worker", "workers"),
+        plural(u64::from(c.runs), "run", "runs"),
+        c.duration_s,
+        c.mix
     );
     let _ = writeln!(
         out,
@@ -634,8 +637,10 @@ fn per_create(k: f64) -> String {
 fn write_runs(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
-        "{} of {} runs per side after a {:.1} s warm-up of each",
-        r.runs_done, r.config.runs, r.runs.warmup_s
+        "{} of {} per side after a {:.1} s warm-up of each",
+        r.runs_done,
+        plural(u64::from(r.config.runs), "run", "runs"),
+        r.runs.warmup_s
     );
     let _ = writeln!(
         out,
@@ -907,11 +912,11 @@ fn write_interruption(out: &mut String, r: &Report) {
     let c = &r.config;
     let _ = writeln!(
         out,
-        "interrupted: measured {:.1} s of {:.1} s per side ({} of {} runs); the figures above cover only that part",
+        "interrupted: measured {:.1} s of {:.1} s per side ({} of {}); the figures above cover only that part",
         r.measured_s_per_side,
         c.duration_s * f64::from(c.runs),
         r.runs_done,
-        c.runs
+        plural(u64::from(c.runs), "run", "runs")
     );
     let _ = writeln!(
         out,

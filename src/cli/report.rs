@@ -4,6 +4,7 @@
 //! each broken budget is listed with its figure and limit); 2 bad input (a scenario file, an
 //! unwritable directory); 130 interrupted by Ctrl-C (what was simulated so far is written).
 
+use crate::format::plural;
 use crate::output::{Input, Kind, Target};
 use crate::report::{self, BenchResults};
 use crate::sim::replay::Progress;
@@ -67,9 +68,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
                 eprintln!("error: {e}");
             }
             bail!(
-                "nothing was run: {} problem{} with the scenarios above",
-                errors.len(),
-                if errors.len() == 1 { "" } else { "s" }
+                "nothing was run: {} with the scenarios above",
+                plural(errors.len() as u64, "problem", "problems")
             );
         }
     };
@@ -124,7 +124,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     )?;
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, Ordering::SeqCst));
     let bar = super::progress_bar(args.quiet, "running");
-    bar.set_message(format!("{} scenarios", loaded.len()));
+    bar.set_message(plural(loaded.len() as u64, "scenario", "scenarios"));
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     let progress = Progress {
         tick: &tick,
@@ -136,7 +136,10 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     let mut summary = summary?;
     if !args.compare_store.is_empty() && !summary.interrupted {
         let bar = super::progress_bar(args.quiet, "comparing stores");
-        bar.set_message(format!("{} more stores", args.compare_store.len()));
+        bar.set_message(format!(
+            "{} more",
+            plural(args.compare_store.len() as u64, "store", "stores")
+        ));
         let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
         let progress = Progress {
             tick: &tick,
@@ -158,8 +161,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         use report::Exporter as _;
         super::print(&String::from_utf8_lossy(&md.serialize(&summary)?))?;
         super::print(&format!(
-            "\nWrote {} files to {} in {:.1} s: {}\n",
-            written.len(),
+            "\nWrote {} to {} in {:.1} s: {}\n",
+            plural(written.len() as u64, "file", "files"),
             args.out.display(),
             started.elapsed().as_secs_f64(),
             args.out.join("index.html").display()
@@ -169,12 +172,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C:");
         for s in &summary.scenarios {
             for r in s.runs.iter().filter(|r| r.sampling.interrupted) {
+                // Both in one unit: "20.11h of 108h", not "72406s of 108h".
+                let (done, planned) = crate::duration::format_approx_pair(
+                    r.sampling.simulated_seconds,
+                    r.sampling.arrival_seconds,
+                );
                 eprintln!(
-                    "  {} ({}): {} of {} simulated",
-                    s.name,
-                    r.retention,
-                    crate::duration::format_secs(r.sampling.simulated_seconds.round()),
-                    crate::duration::format_secs(r.sampling.arrival_seconds.round())
+                    "  {} ({}): {done} of {planned} simulated",
+                    s.name, r.retention
                 );
             }
         }
@@ -182,13 +187,8 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     }
     if !summary.broken_budgets.is_empty() {
         eprintln!(
-            "{} budget{} broken:",
-            summary.broken_budgets.len(),
-            if summary.broken_budgets.len() == 1 {
-                ""
-            } else {
-                "s"
-            }
+            "{} broken:",
+            plural(summary.broken_budgets.len() as u64, "budget", "budgets")
         );
         for b in &summary.broken_budgets {
             eprintln!("  {}", b.describe());

@@ -3,7 +3,7 @@
 
 use super::Fit;
 use super::estimate::round_sig;
-use crate::format::approx_duration;
+use crate::format::{approx_duration, plural};
 use crate::payload::SizeDist;
 use crate::traffic::RetrySpec;
 
@@ -58,12 +58,11 @@ impl Fit {
         doc.insert(
             "description".into(),
             format!(
-                "Fitted from {} keys over {} of arrivals: {:.4}/s, {} caller{}.",
-                self.keys,
+                "Fitted from {} over {} of arrivals: {:.4}/s, {}.",
+                plural(self.keys, "key", "keys"),
                 approx_duration(self.arrival_span_s),
                 self.rate_per_s.estimate,
-                self.callers,
-                if self.callers == 1 { "" } else { "s" }
+                plural(self.callers, "caller", "callers")
             )
             .into(),
         );

@@ -3,13 +3,12 @@
 
 use super::html;
 use super::vocabulary::{
-    self, LEGEND, Quantity, change_label, change_quantity, mark, relative_text, show,
+    self, LEGEND, Quantity, change_label, change_quantity, mark, relative_text, show, with_interval,
 };
 use super::{RunResult, ScenarioResult, Status, Summary};
-use crate::format::human_bytes;
+use crate::format::{human_bytes, plural};
 use crate::run::results::{Headline, ScenarioKind, StoreRow};
 use crate::run::{Change, Comparison};
-use crate::sim::replay::Figure;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ExportError {
@@ -89,20 +88,6 @@ fn code(text: &str) -> String {
     format!("`{}`", text.replace('|', "\\|"))
 }
 
-/// `17.7 GB (16.9 GB – 18.5 GB)`.
-fn range(kind: Quantity, f: &Figure) -> String {
-    if f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low < f.ci95_high {
-        format!(
-            "{} ({} – {})",
-            show(kind, f.estimate),
-            show(kind, f.ci95_low),
-            show(kind, f.ci95_high)
-        )
-    } else {
-        show(kind, f.estimate)
-    }
-}
-
 fn decision_md(out: &mut String, h: &Headline) {
     let r = &h.recommendation;
     match (&r.recommended, &r.closest) {
@@ -128,13 +113,14 @@ fn decision_md(out: &mut String, h: &Headline) {
         out.push_str(&format!("- {}\n", cell(note)));
     }
     out.push_str(&format!(
-        "\nStore sizes at the measured {} per record{}; {} copies of the store are priced.\n\n",
+        "\nStore sizes at the measured {} per record{}; {} of the store {} priced.\n\n",
         human_bytes(r.bytes_per_record.round()),
         match r.bytes_per_record_ci95 {
             Some([lo, hi]) => format!(" (95%: {} – {})", human_bytes(lo), human_bytes(hi)),
             None => String::new(),
         },
-        r.replicas
+        plural(r.replicas as u64, "copy", "copies"),
+        if r.replicas as u64 == 1 { "is" } else { "are" }
     ));
 }
 
@@ -254,10 +240,10 @@ fn sizing_md(out: &mut String, summary: &Summary) {
                 cell(&s.name),
                 show(Quantity::Rate, r.rate_per_s),
                 r.retention,
-                range(Quantity::Bytes, &f.store_bytes),
+                with_interval(Quantity::Bytes, &f.store_bytes),
                 show(Quantity::Bytes, f.bytes_per_record.estimate.round()),
-                range(Quantity::PerDay, &f.duplicate_labels_per_day),
-                range(Quantity::UsdPerDay, &f.total_cost_per_day),
+                with_interval(Quantity::PerDay, &f.duplicate_labels_per_day),
+                with_interval(Quantity::UsdPerDay, &f.total_cost_per_day),
                 run_verdicts(r)
             ));
         }
@@ -291,8 +277,8 @@ fn failures_md(out: &mut String, summary: &Summary) {
                         .join(", ")
                 ),
                 r.retention,
-                range(Quantity::PerDay, &f.duplicate_labels_per_day),
-                range(Quantity::PerDay, &f.unlabelled_per_day),
+                with_interval(Quantity::PerDay, &f.duplicate_labels_per_day),
+                with_interval(Quantity::PerDay, &f.unlabelled_per_day),
                 run_verdicts(r)
             ));
         }
@@ -365,14 +351,14 @@ fn stores_md(out: &mut String, rows: &[StoreRow]) {
             "| {} | {} | {} ({} – {}) | {} at {}/GB-month | {} | {} | {} |
 ",
             cell(&r.store),
-            range(Quantity::Bytes, &r.bytes_per_record),
+            with_interval(Quantity::Bytes, &r.bytes_per_record),
             show(Quantity::Bytes, r.store_bytes),
             show(Quantity::Bytes, r.store_bytes_ci95[0]),
             show(Quantity::Bytes, r.store_bytes_ci95[1]),
             r.priced_as,
             show(Quantity::Usd, r.usd_per_gb_month),
             show(Quantity::UsdPerDay, r.storage_cost_per_day),
-            range(Quantity::PerDay, &r.duplicate_labels_per_day),
+            with_interval(Quantity::PerDay, &r.duplicate_labels_per_day),
             cell(r.caveat.unwrap_or("nothing"))
         ));
     }
@@ -383,8 +369,8 @@ fn comparison_md(out: &mut String, c: &Comparison) {
     let real: Vec<&Change> = c.changes.iter().filter(|x| x.real).collect();
     out.push_str("### Against the baseline\n\n");
     out.push_str(&format!(
-        "{} figures compared with {}; {} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).\n\n",
-        c.changes.len(),
+        "{} compared with {}; {} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).\n\n",
+        plural(c.changes.len() as u64, "figure", "figures"),
         code(&c.baseline),
         real.len(),
         c.z_threshold
@@ -423,8 +409,8 @@ fn comparison_md(out: &mut String, c: &Comparison) {
                 plain(&x.scenario),
                 plain(&x.retention),
                 change_label(x.figure),
-                range(k, &x.before),
-                range(k, &x.after),
+                with_interval(k, &x.before),
+                with_interval(k, &x.after),
                 relative_text(x)
             ));
         }

@@ -68,7 +68,10 @@ fn describe_limit(
     let f = |v: f64| vocabulary::budget_value(budget, v);
     let budget_name = budget.name();
     let interval = if ci95[0].is_finite() && ci95[1].is_finite() && ci95[0] < ci95[1] {
-        format!(" (95%: {} – {})", f(ci95[0]), f(ci95[1]))
+        format!(
+            " (95%: {})",
+            crate::format::estimate_interval(figure, ci95[0], ci95[1], f)
+        )
     } else {
         String::new()
     };

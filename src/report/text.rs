@@ -5,10 +5,11 @@ use crate::decision::{Choice, Recommendation};
 use crate::duration;
 use crate::duration::DAY_S;
 use crate::format::{
-    Align, human_bytes, human_count, human_duration, percent, rate_per_s, significant, text_table,
-    thousands, usd,
+    Align, human_bytes, human_count, human_duration, percent, plural, rate_per_s, significant,
+    text_table, thousands, usd,
 };
 use crate::model::Estimate;
+use crate::report::vocabulary::{NO_MODEL, store_window};
 use crate::sim::replay::{self, SimReport};
 use crate::traffic::{Head, Tail};
 
@@ -602,25 +603,19 @@ fn sweep_table(e: &Estimate) -> String {
 pub fn simulation(r: &SimReport) -> String {
     use crate::format::human_count;
     // An interrupted run says how much simulated time its figures actually cover.
+    // Both ends in one unit (`20.11h of 108h`), from the one duration formatter.
     let covered = if r.interrupted {
-        format!(
-            "{} of {} simulated, interrupted",
-            duration::format_secs(r.simulated_seconds.round()),
-            duration::format_secs(r.arrival_seconds.round())
-        )
+        let (done, planned) = duration::format_approx_pair(r.simulated_seconds, r.arrival_seconds);
+        format!("{done} of {planned} simulated, interrupted")
     } else {
-        format!(
-            "{} simulated",
-            duration::format_secs(r.arrival_seconds.round())
-        )
+        format!("{} simulated", duration::format_approx(r.arrival_seconds))
     };
     let mut out = format!(
-        "Simulation at {}/s, retention {} (seed {}, {} replicate{}, {covered}, {:.1} s wall)\n",
+        "Simulation at {}/s, retention {} (seed {}, {}, {covered}, {:.1} s wall)\n",
         human_count(r.rate),
         r.retention,
         r.seed,
-        r.replicates,
-        if r.replicates == 1 { "" } else { "s" },
+        plural(u64::from(r.replicates), "replicate", "replicates"),
         r.wall_seconds
     );
     out.push_str(&format!(
@@ -696,18 +691,18 @@ fn figures_table(r: &SimReport) -> String {
     use crate::format::{estimate_interval, human_bytes, human_count, per_day, usd};
     let mut out = String::new();
     out.push_str(&format!(
-        "{:<32} {:>14} {:>27} {:>14}\n",
+        "{:<34} {:>14} {:>27} {:>14}\n",
         "figure", "measured", "95% interval", "model"
     ));
     let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
         format!(
-            "{:<32} {:>14} {:>27} {:>14}\n",
+            "{:<34} {:>14} {:>27} {:>14}\n",
             name,
             fmt(f.estimate),
             estimate_interval(f.estimate, f.ci95_low, f.ci95_high, fmt),
             // The model follows first attempts only: a figure it has no value for says so.
             if f.analytic.is_nan() {
-                "no model".to_string()
+                NO_MODEL.to_string()
             } else {
                 fmt(f.analytic)
             }
@@ -722,12 +717,19 @@ fn figures_table(r: &SimReport) -> String {
         &r.bytes_per_record_measured,
         &bytes,
     ));
+    // "(steady)" only when the run had a steady window; otherwise the store at the end of the
+    // arrivals, as the page labels it too.
+    let window = store_window(r.steady_window);
     out.push_str(&row(
-        "records in the store (steady)",
+        &format!("records in the store ({window})"),
         &r.store_records_steady,
         &count,
     ));
-    out.push_str(&row("store size (steady)", &r.store_bytes_steady, &gb));
+    out.push_str(&row(
+        &format!("store size ({window})"),
+        &r.store_bytes_steady,
+        &gb,
+    ));
     out.push_str(&row(
         "timed-out calls (first attempts)",
         &r.timed_out_per_day,

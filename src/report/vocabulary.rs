@@ -3,9 +3,12 @@
 //! `summary.md` and the terminal cannot name one thing two ways.
 
 use super::Status;
-use crate::format::{human_bytes, human_count, human_duration, percent, rate_per_s, usd};
+use crate::format::{
+    estimate_interval, human_bytes, human_count, human_duration, percent, rate_per_s, usd,
+};
 use crate::run::{Change, ChangeFigure};
 use crate::settings::Budget;
+use crate::sim::replay::Figure;
 use serde::Serialize;
 
 /// How a number is shown; the page's script has a formatter of the same name for each, and
@@ -37,6 +40,47 @@ pub fn show(quantity: Quantity, v: f64) -> String {
         Quantity::Percent => percent(v),
         Quantity::Duration => human_duration(v),
         Quantity::Rate => rate_per_s(v),
+    }
+}
+
+/// What the model column says for a figure the model has no formula for (it follows first
+/// attempts only): the run leaves its value NaN, and no format may show that as `NaN`.
+pub const NO_MODEL: &str = "no model";
+
+/// The model's value of a figure, or [`NO_MODEL`].
+pub fn model_value(quantity: Quantity, v: f64) -> String {
+    if v.is_nan() {
+        NO_MODEL.to_string()
+    } else {
+        show(quantity, v)
+    }
+}
+
+/// A figure's 95 % interval, through [`estimate_interval`]: `17.7 GB – 18.2 GB`, `none seen,
+/// ≤ 2.6/day` when nothing was counted, `no interval (see notes)` when it could not be
+/// computed. The one way the terminal, `summary.md` and the page write an interval.
+pub fn interval(quantity: Quantity, f: &Figure) -> String {
+    estimate_interval(f.estimate, f.ci95_low, f.ci95_high, |v| show(quantity, v))
+}
+
+/// A figure with its interval in brackets (`17.7 GB (17.7 GB – 18.2 GB)`, `0/day (none seen,
+/// ≤ 2.6/day)`); the estimate alone when the interval has no width or could not be computed.
+pub fn with_interval(quantity: Quantity, f: &Figure) -> String {
+    if !(f.ci95_low.is_finite() && f.ci95_high.is_finite() && f.ci95_low < f.ci95_high) {
+        show(quantity, f.estimate)
+    } else {
+        format!("{} ({})", show(quantity, f.estimate), interval(quantity, f))
+    }
+}
+
+/// Where a store-size figure was read: in the steady window, or at the end of the arrivals
+/// when the run has none (`SimReport::steady_window`), still growing. The terminal and the
+/// page label the store's rows with it.
+pub fn store_window(steady_window: bool) -> &'static str {
+    if steady_window {
+        "steady"
+    } else {
+        "at the end"
     }
 }
 

@@ -42,11 +42,13 @@ mod retry_cdf;
 mod timeline;
 mod tradeoff;
 
-pub use bars::{Bar, bars};
+pub use bars::{Bar, BarChart, Layout, bars};
 pub use keys_over_time::{KeyLine, keys_over_time};
 pub use retry_cdf::{Window, retry_cdf};
 pub use timeline::timeline;
-pub use tradeoff::{Limits, SimPoint, TradeoffRow, tradeoff};
+pub use tradeoff::{
+    Drawn, Limits, PARTS_MIN_SHARE, SimPoint, Tradeoff, TradeoffRow, parts_shown, tradeoff,
+};
 
 #[derive(Debug, thiserror::Error)]
 #[error("chart `{chart}`: {message}")]

@@ -32,8 +32,8 @@ pub(super) fn view(c: &Comparison) -> ComparisonView {
     ComparisonView {
         baseline: c.baseline.clone(),
         summary: format!(
-            "{} figures compared; {real} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).",
-            c.changes.len(),
+            "{} compared; {real} changed by more than sampling explains (|z| > {:.2}, a 5% family-wise false-alarm rate).",
+            crate::format::plural(c.changes.len() as u64, "figure", "figures"),
             c.z_threshold
         ),
         rows: c

@@ -2,7 +2,7 @@
 //! against the purge lines, keys in the store over time, measured bytes per record, and the
 //! engine bench when one was given.
 
-use super::{DataTable, rough_duration, svg_or_note};
+use super::{DataTable, bar_charts, rough_duration, svg_or_note};
 use crate::format::{
     human_bytes, human_count, human_duration, latency, percent, rate_per_s, significant, thousands,
 };
@@ -183,15 +183,15 @@ fn bytes_chart(summary: &Summary, start: &WhatIfStart, palette: &RatePalette) ->
         }),
         id: "chart-bytes",
         title: "Measured against assumed bytes per record".into(),
-        svg: svg_or_note(charts::bars(
-            "bytes_per_record",
-            &bpr,
-            "Bytes per key record, rows and both indexes (SQLite)",
-            false,
-            &|v| human_bytes(v),
-            Some((assumed, format!("assumed {}", human_bytes(assumed)))),
-            1000,
-        )),
+        svg: bar_charts(&charts::BarChart {
+            chart: "bytes_per_record",
+            bars: &bpr,
+            x_desc: "Bytes per key record, rows and both indexes (SQLite)",
+            log: false,
+            fmt: &|v| human_bytes(v),
+            reference: Some((assumed, format!("assumed {}", human_bytes(assumed)))),
+            width: 1000,
+        }),
         note: "What one key record takes in the simulated SQLite store (row plus primary-key and expires_at indexes, from dbstat) at the end of the arrivals, against the seed's ~512 B assumption. Pass the measured figure to `idemcalc estimate --bytes-per-record` to size a store like this one; a PostgreSQL row carries more overhead.".into(),
     })
 }
@@ -207,7 +207,15 @@ fn bench_chart(bench: &BenchResults, start: &WhatIfStart, palette: &RatePalette)
         }),
         id: "chart-bench",
         title: "Engine throughput (from idemcalc bench)".into(),
-        svg: svg_or_note(charts::bars("bench", &bars, "Label creates per second", false, &|v| thousands(v), Some((peak, format!("peak {}", rate_per_s(peak)))), 1000)),
+        svg: bar_charts(&charts::BarChart {
+            chart: "bench",
+            bars: &bars,
+            x_desc: "Label creates per second",
+            log: false,
+            fmt: &|v| thousands(v),
+            reference: Some((peak, format!("peak {}", rate_per_s(peak)))),
+            width: 1000,
+        }),
         note: "Creates per second the engine sustained in `idemcalc bench`, with the idempotency layer and without it; the red line is the peak rate the store must take.".into(),
     }
 }

@@ -2,10 +2,12 @@
 //! card, every sizing run and failure demonstration in one table each, and the stores
 //! compared. Everything here was decided in `run`; this only words it.
 
-use super::{interval, not_reached, slug, steady_reached};
+use super::{not_reached, slug, steady_reached};
 use crate::decision::{Choice, Recommendation};
-use crate::format::{count_per_day, human_bytes, human_duration, usd};
-use crate::report::vocabulary::{Quantity, budget_label, budget_value, show};
+use crate::format::{count_per_day, human_bytes, human_duration, plural, usd};
+use crate::report::vocabulary::{
+    Quantity, budget_label, budget_value, interval, show, store_window,
+};
 use crate::run::results::{RunResult, ScenarioKind, ScenarioResult, Status, StoreRow, Summary};
 use serde::Serialize;
 
@@ -130,7 +132,7 @@ fn store_card(r: &Recommendation, c: &Choice) -> Card {
         value: human_bytes(c.store_bytes),
         interval: store_interval,
         model: format!(
-            "{}{} copies: {}; {bpr}{}",
+            "{}{}: {}; {bpr}{}",
             // Under a daily profile the budget is checked on the peak, so the card says it.
             if c.peak_store_bytes > c.store_bytes * 1.005 {
                 format!(
@@ -140,7 +142,7 @@ fn store_card(r: &Recommendation, c: &Choice) -> Card {
             } else {
                 String::new()
             },
-            r.replicas,
+            plural(r.replicas as u64, "copy", "copies"),
             human_bytes(c.store_bytes_all_replicas),
             r.targets
                 .max_store_gb
@@ -275,10 +277,16 @@ fn glance_row(s: &ScenarioResult, r: &RunResult) -> GlanceRow {
         anchor: slug(&s.name),
         retention: r.retention.clone(),
         deviations: s.deviations.join(", "),
+        // Without a steady window the store is the one at the end of the arrivals, labelled
+        // so, as the run's own table and the terminal label it.
         store: if steady {
             show(Quantity::Bytes, f.store_bytes.estimate)
         } else {
-            "not reached".into()
+            format!(
+                "{} ({})",
+                show(Quantity::Bytes, f.store_bytes.estimate),
+                store_window(false)
+            )
         },
         store_interval: if steady {
             interval(Quantity::Bytes, &f.store_bytes)

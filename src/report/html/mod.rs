@@ -24,11 +24,9 @@ mod whatif;
 
 use super::Summary;
 use super::charts::{self, RatePalette};
-use super::vocabulary::{Quantity, show};
-use crate::format::significant;
+use crate::format::{plural, significant};
 use crate::model;
 use crate::run::results::{RunResult, ScenarioKind, WhatIfStart};
-use crate::sim::replay::Figure;
 use serde::Serialize;
 
 const TEMPLATE: &str = include_str!("../templates/report.html.j2");
@@ -141,18 +139,11 @@ fn subtitle(summary: &Summary) -> String {
         .filter(|s| s.timeline.is_some())
         .count();
     format!(
-        "{} {} · {} scenario{} ({} simulated, {} timeline{}) · figures per day at full traffic · same scenarios and seeds, same numbers",
+        "{} {} · {} ({simulated} simulated, {}) · figures per day at full traffic · same scenarios and seeds, same numbers",
         summary.tool.name,
         summary.tool.version,
-        summary.scenarios.len(),
-        if summary.scenarios.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        simulated,
-        timelines,
-        if timelines == 1 { "" } else { "s" }
+        plural(summary.scenarios.len() as u64, "scenario", "scenarios"),
+        plural(timelines as u64, "timeline", "timelines"),
     )
 }
 
@@ -171,6 +162,9 @@ fn fill_template(
     sim_points: &[charts::SimPoint],
 ) -> Result<String, HtmlError> {
     let mut env = minijinja::Environment::new();
+    env.add_filter("code", |text: String| {
+        minijinja::Value::from_safe_string(code_spans(&text))
+    });
     env.add_template("report.html.j2", TEMPLATE)?;
     let template = env.get_template("report.html.j2")?;
     let html = template.render(minijinja::context! {
@@ -180,6 +174,35 @@ fn fill_template(
         model_json => minijinja::Value::from_safe_string(script::data(start, sim_points)?),
     })?;
     Ok(html)
+}
+
+/// A bar chart in both its layouts, the page showing the one that fits: the wide one on a
+/// desktop and in print, the narrow one on a phone (see `report.css`).
+fn bar_charts(c: &charts::BarChart<'_>) -> String {
+    format!(
+        "<div class=\"wide-only\">{}</div><div class=\"narrow-only\">{}</div>",
+        svg_or_note(charts::bars(c, charts::Layout::Wide)),
+        svg_or_note(charts::bars(c, charts::Layout::Narrow))
+    )
+}
+
+/// Prose written for every format (Markdown's `code spans` among it) as HTML: escaped, each
+/// pair of backticks a `<code>` element, so the page shows no literal backtick. A backtick
+/// without its pair is dropped. The template's `code` filter.
+fn code_spans(text: &str) -> String {
+    let pairs = text.matches('`').count() / 2;
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, part) in text.split('`').enumerate() {
+        let escaped = charts::escape(part).replace('\'', "&#39;");
+        if i % 2 == 1 && i <= 2 * pairs {
+            out.push_str("<code>");
+            out.push_str(&escaped);
+            out.push_str("</code>");
+        } else {
+            out.push_str(&escaped);
+        }
+    }
+    out
 }
 
 /// A chart, or the reason it could not be drawn, as the page shows it.
@@ -206,10 +229,6 @@ fn slug(name: &str) -> String {
     format!("sc-{}", s.trim_matches('-'))
 }
 
-fn interval(kind: Quantity, f: &Figure) -> String {
-    format!("{} – {}", show(kind, f.ci95_low), show(kind, f.ci95_high))
-}
-
 /// Whether the run had a steady window to measure its store in (the simulator's own answer,
 /// `SimReport::steady_window`); a run whose arrivals stop before it has none to show.
 fn steady_reached(r: &RunResult) -> bool {
@@ -218,23 +237,16 @@ fn steady_reached(r: &RunResult) -> bool {
 
 fn not_reached(r: &RunResult) -> String {
     format!(
-        "arrivals ({}) stop before one retention ({}) has passed",
+        "arrivals ({}) stop before one retention ({}) has passed: still growing",
         rough_duration(r.sampling.arrival_seconds),
         r.retention
     )
 }
 
-/// `2_692_336 s` → `31.2d`, `129_600 s` → `36h`: a simulated span to three figures.
+/// A simulated span as the one duration formatter writes a measured one (`31.16d`, `1.5d`,
+/// `3h`).
 fn rough_duration(s: f64) -> String {
-    if s >= 2.0 * 86_400.0 {
-        format!("{}d", significant(s / 86_400.0, 3))
-    } else if s >= 3_600.0 {
-        format!("{}h", significant(s / 3_600.0, 3))
-    } else if s >= 60.0 {
-        format!("{}m", significant(s / 60.0, 3))
-    } else {
-        secs(s)
-    }
+    crate::duration::format_approx(s)
 }
 
 fn secs(v: f64) -> String {
@@ -244,7 +256,22 @@ fn secs(v: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::super::vocabulary::budget_value;
+    use super::code_spans;
     use crate::settings::Budget;
+
+    /// Issue 36, item 6 of the page: captions showed Markdown's backticks literally.
+    #[test]
+    fn backticks_become_code_and_text_is_escaped() {
+        assert_eq!(
+            code_spans("Pass it to `idemcalc estimate --bytes-per-record` <now>"),
+            "Pass it to <code>idemcalc estimate --bytes-per-record</code> &lt;now&gt;"
+        );
+        assert_eq!(code_spans("a `b` c ` d"), "a <code>b</code> c  d");
+        assert_eq!(
+            code_spans("it's \"x\" & y"),
+            "it&#39;s &quot;x&quot; &amp; y"
+        );
+    }
 
     #[test]
     fn budget_values_read_in_their_unit() {

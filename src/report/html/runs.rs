@@ -2,10 +2,12 @@
 //! figure beside the model's, the budget verdicts, the detection signals against what the
 //! seed's design expects, the invariants and the run's two charts.
 
-use super::{DataTable, interval, not_reached, rough_duration, steady_reached, svg_or_note};
-use crate::format::{human_count, percent, rate_per_s, thousands};
+use super::{DataTable, bar_charts, not_reached, rough_duration, steady_reached, svg_or_note};
+use crate::format::{human_count, percent, plural, rate_per_s, thousands};
 use crate::report::charts::{self, Bar, KeyLine, RatePalette};
-use crate::report::vocabulary::{Quantity, budget_label, budget_value, show};
+use crate::report::vocabulary::{
+    Quantity, budget_label, budget_value, interval, model_value, show, store_window,
+};
 use crate::run::results::{RunResult, Status};
 use crate::sim::replay::Figure;
 use serde::Serialize;
@@ -13,7 +15,7 @@ use serde::Serialize;
 /// A measured figure: estimate, 95 % interval and the model's value, as text.
 #[derive(Debug, Clone, Serialize)]
 struct FigureView {
-    label: &'static str,
+    label: String,
     estimate: String,
     interval: String,
     model: String,
@@ -48,6 +50,9 @@ pub(super) struct RunView {
     figures: Vec<FigureView>,
     verdicts: Vec<VerdictView>,
     signals: Vec<Signal>,
+    /// What the figures cannot say (no steady window, nothing seen, no interval), from the
+    /// simulator: the page says it under the table, as the terminal does.
+    notes: Vec<String>,
     invariants: String,
     invariants_hold: bool,
     outcomes_svg: String,
@@ -66,6 +71,7 @@ pub(super) fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
         figures: figures(r),
         verdicts: verdict_views(r),
         signals: signals(r),
+        notes: notes(r),
         invariants: invariants(r),
         invariants_hold: r.invariants.hold,
         outcomes_svg,
@@ -79,28 +85,37 @@ pub(super) fn run_view(r: &RunResult, palette: &RatePalette) -> RunView {
 fn sampling(r: &RunResult) -> String {
     let s = &r.sampling;
     format!(
-        "{} of arrivals ({} simulated, following the late retries), {} replicate{}; replayed {} intents ({} requests), ordinary calls sampled at {}, timed-out calls at {}.",
+        "{} of arrivals ({} simulated, following the late retries), {}; replayed {} ({}), ordinary calls sampled at {}, timed-out calls at {}.",
         rough_duration(s.arrival_seconds),
         rough_duration(s.simulated_seconds),
-        s.replicates,
-        if s.replicates == 1 { "" } else { "s" },
-        thousands(s.replayed_intents as f64),
-        thousands(s.replayed_requests as f64),
+        plural(u64::from(s.replicates), "replicate", "replicates"),
+        plural(s.replayed_intents, "intent", "intents"),
+        plural(s.replayed_requests, "request", "requests"),
         percent(s.sample_ordinary),
         percent(s.sample_timed_out),
     )
 }
 
+/// The simulator's notes on this run, and, without a steady window, why its store figures
+/// are the ones at the end.
+fn notes(r: &RunResult) -> Vec<String> {
+    let mut out = Vec::new();
+    if !steady_reached(r) {
+        out.push(format!(
+            "Store figures are {} of the arrivals: {}.",
+            store_window(false),
+            not_reached(r)
+        ));
+    }
+    out.extend(r.sim.notes.iter().cloned());
+    out
+}
+
 fn figures(r: &RunResult) -> Vec<FigureView> {
     let f = &r.figures;
     vec![
-        steady_view("Store size (steady)", Quantity::Bytes, &f.store_bytes, r),
-        steady_view(
-            "Records in the store (steady)",
-            Quantity::Count,
-            &f.store_records,
-            r,
-        ),
+        steady_view("Store size", Quantity::Bytes, &f.store_bytes, r),
+        steady_view("Records in the store", Quantity::Count, &f.store_records, r),
         figure_view("Bytes per record", Quantity::Bytes, &f.bytes_per_record),
         figure_view(
             "Timed-out calls (first attempts)",
@@ -141,27 +156,23 @@ fn figures(r: &RunResult) -> Vec<FigureView> {
     ]
 }
 
-fn figure_view(label: &'static str, kind: Quantity, f: &Figure) -> FigureView {
+fn figure_view(label: &str, kind: Quantity, f: &Figure) -> FigureView {
     FigureView {
-        label,
+        label: label.to_string(),
         estimate: show(kind, f.estimate),
         interval: interval(kind, f),
-        model: show(kind, f.analytic),
+        model: model_value(kind, f.analytic),
     }
 }
 
-/// A steady-state figure, or why the run has none.
-fn steady_view(label: &'static str, kind: Quantity, f: &Figure, r: &RunResult) -> FigureView {
-    if steady_reached(r) {
-        figure_view(label, kind, f)
-    } else {
-        FigureView {
-            label,
-            estimate: "not reached".into(),
-            interval: not_reached(r),
-            model: show(kind, f.analytic),
-        }
-    }
+/// A store figure, labelled with where it was read: the steady window, or the end of the
+/// arrivals when the run has none ([`store_window`], the terminal's label too).
+fn steady_view(label: &str, kind: Quantity, f: &Figure, r: &RunResult) -> FigureView {
+    figure_view(
+        &format!("{label} ({})", store_window(steady_reached(r))),
+        kind,
+        f,
+    )
 }
 
 fn verdict_views(r: &RunResult) -> Vec<VerdictView> {
@@ -171,10 +182,11 @@ fn verdict_views(r: &RunResult) -> Vec<VerdictView> {
             budget: v.budget,
             label: budget_label(v.budget),
             estimate: budget_value(v.budget, v.figure.estimate),
-            interval: format!(
-                "{} – {}",
-                budget_value(v.budget, v.figure.ci95_low),
-                budget_value(v.budget, v.figure.ci95_high)
+            interval: crate::format::estimate_interval(
+                v.figure.estimate,
+                v.figure.ci95_low,
+                v.figure.ci95_high,
+                |x| budget_value(v.budget, x),
             ),
             limit: budget_value(v.budget, v.limit),
             status: v.status,
@@ -288,15 +300,15 @@ fn outcomes(r: &RunResult) -> (String, DataTable) {
             .map(|b| vec![b.label.clone(), b.text.clone()])
             .collect(),
     };
-    let svg = svg_or_note(charts::bars(
-        "outcomes",
-        &outcome_bars,
-        "Responses per day at full traffic (log scale)",
-        true,
-        &|v| human_count(v),
-        None,
-        520,
-    ));
+    let svg = bar_charts(&charts::BarChart {
+        chart: "outcomes",
+        bars: &outcome_bars,
+        x_desc: "Responses per day at full traffic (log scale)",
+        log: true,
+        fmt: &|v| human_count(v),
+        reference: None,
+        width: 520,
+    });
     (svg, table)
 }
 

@@ -3,7 +3,7 @@
 
 use super::runs::{RunView, run_view};
 use super::{secs, slug, svg_or_note};
-use crate::format::significant;
+use crate::format::{plural, significant};
 use crate::report::charts::{self, RatePalette};
 use crate::run::results::{ScenarioKind, ScenarioResult, Status};
 use crate::sim::timeline::TimelineReport;
@@ -134,17 +134,14 @@ fn responses(t: &TimelineReport) -> Vec<EventRow> {
 
 fn timeline_summary(t: &TimelineReport) -> String {
     format!(
-        "{} label{} stored, {} carrier purchase{}, {} carrier replay{}; integrity {}, most labels per parcel {}.",
-        t.labels.len(),
-        if t.labels.len() == 1 { "" } else { "s" },
-        t.carrier_purchases.len(),
-        if t.carrier_purchases.len() == 1 {
-            ""
-        } else {
-            "s"
-        },
-        t.carrier_replays,
-        if t.carrier_replays == 1 { "" } else { "s" },
+        "{} stored, {}, {}; integrity {}, most labels per parcel {}.",
+        plural(t.labels.len() as u64, "label", "labels"),
+        plural(
+            t.carrier_purchases.len() as u64,
+            "carrier purchase",
+            "carrier purchases"
+        ),
+        plural(t.carrier_replays, "carrier replay", "carrier replays"),
         if t.invariants.integrity_ok {
             "ok"
         } else {

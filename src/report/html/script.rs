@@ -9,7 +9,7 @@ use super::whatif::{
     CONTROLS, COST_BUDGET, KEY, OUTPUTS, RESPONSE, STORE_BUDGET, TARGET, control_steps, no_budget,
 };
 use crate::model;
-use crate::report::charts::SimPoint;
+use crate::report::charts::{self, SimPoint};
 use crate::report::vocabulary::{Quantity, show};
 use crate::run::results::WhatIfStart;
 
@@ -27,6 +27,12 @@ pub(super) fn data(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, Htm
         // Simulated runs at the page's starting inputs: still comparable while only the
         // retention moves, since each sits at its own retention.
         o.insert("sim_points".into(), sim_points(sims));
+        // The share of the panel the cost's smaller part must reach to be drawn: the same rule
+        // as the chart drawn in Rust.
+        o.insert(
+            "parts_min_share".into(),
+            serde_json::to_value(charts::PARTS_MIN_SHARE)?,
+        );
         o.insert("check_formats".into(), format_checks(start));
         o.insert("check_figures".into(), serde_json::to_value(start.figures)?);
         o.insert(

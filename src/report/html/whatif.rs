@@ -42,6 +42,8 @@ pub(super) struct WhatIf {
     decision: String,
     decision_note: String,
     tradeoff_svg: String,
+    /// What the trade-off draws, in words: only what is drawn.
+    tradeoff_legend: String,
     tradeoff_table: DataTable,
 }
 
@@ -321,6 +323,7 @@ pub(super) fn control_values(values: &[f64], own: f64) -> Vec<f64> {
 pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[SimPoint]) -> WhatIf {
     let base = &start.params;
     let estimate = &start.estimate;
+    let (tradeoff_svg, tradeoff_legend) = tradeoff(start, palette, sim_points);
     WhatIf {
         context: format!(
             "Starting from {}: {}, {} per record, carrier window {}.",
@@ -352,18 +355,38 @@ pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[Si
             },
         ),
         tradeoff_table: tradeoff_table(estimate),
-        tradeoff_svg: svg_or_note(charts::tradeoff(
-            &sweep_rows(estimate),
-            base.retention_s,
-            estimate.cheapest_retention_s,
-            palette.colour(base.rate_per_s),
-            sim_points,
-            &charts::Limits {
-                store_bytes: start.targets.max_store_gb.map(|gb| gb * 1e9),
-                duplicates_per_day: Some(start.targets.max_duplicates_per_day),
-                cost_per_day: start.targets.max_cost_per_day,
-            },
-        )),
+        tradeoff_svg,
+        tradeoff_legend,
+    }
+}
+
+/// The trade-off chart at the start, and the caption of what it draws.
+fn tradeoff(
+    start: &WhatIfStart,
+    palette: &RatePalette,
+    sim_points: &[SimPoint],
+) -> (String, String) {
+    let base = &start.params;
+    let estimate = &start.estimate;
+    let rows = sweep_rows(estimate);
+    let limits = charts::Limits {
+        store_bytes: start.targets.max_store_gb.map(|gb| gb * 1e9),
+        duplicates_per_day: Some(start.targets.max_duplicates_per_day),
+        cost_per_day: start.targets.max_cost_per_day,
+    };
+    match charts::tradeoff(&charts::Tradeoff {
+        rows: &rows,
+        current_s: base.retention_s,
+        cheapest_s: estimate.cheapest_retention_s,
+        // The model's own decision at these inputs, as the script draws it (it weighs no
+        // bytes-per-record interval).
+        recommended_s: start.model_decision.as_ref().map(|c| c.retention_s),
+        colour: palette.colour(base.rate_per_s),
+        sims: sim_points,
+        limits: &limits,
+    }) {
+        Ok(d) => (d.svg, d.legend),
+        Err(e) => (svg_or_note(Err(e)), String::new()),
     }
 }
 

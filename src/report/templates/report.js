@@ -309,24 +309,140 @@
     var t = niceTicks(0, max * 1.08, 5), step = t.length > 1 ? t[1] : max;
     return Math.ceil(max * 1.08 / step) * step;
   }
-  // Labels placed where they sit on no other label: each tries its positions in turn (estimated
-  // width at 11 px sans-serif) and takes the first clear one inside the panel.
-  function labeller(svg, bounds) {
-    var boxes = [];
-    return function (candidates, text, colour) {
-      var w = text.length * 6.4, h = 12, pick = null;
-      candidates.forEach(function (c) {
-        if (pick) return;
-        var x0 = c[2] === "end" ? c[0] - w : c[0];
-        var box = [x0, c[1] - h + 2, x0 + w, c[1] + 3];
-        var inside = box[0] >= bounds[0] && box[2] <= bounds[2] && box[1] >= bounds[1] && box[3] <= bounds[3];
-        var clear = boxes.every(function (b) { return box[2] <= b[0] || box[0] >= b[2] || box[3] <= b[1] || box[1] >= b[3]; });
-        if (inside && clear) pick = [c, box];
-      });
-      if (!pick) return;
-      boxes.push(pick[1]);
-      el("text", { x: pick[0][0], y: pick[0][1], "text-anchor": pick[0][2], "font-size": 11, "font-family": "sans-serif", fill: colour }, svg, text);
+  // Labels go where nothing is drawn: each tries its positions in turn and takes the first one
+  // inside the panel that touches no line, ring, point or other text (boxes measured as drawn).
+  // They are drawn after everything else, with a white halo, so even the fallback (the
+  // position crossing the fewest marks) is never struck through.
+  function obstacles() {
+    var segs = [], rings = [], boxes = [];
+    function hitsBox(b) {
+      var n = 0;
+      segs.forEach(function (s) { if (segmentInBox(s, b)) n++; });
+      rings.forEach(function (c) { if (ringInBox(c, b)) n++; });
+      boxes.forEach(function (o) { if (!(b[2] <= o[0] || b[0] >= o[2] || b[3] <= o[1] || b[1] >= o[3])) n++; });
+      return n;
+    }
+    return {
+      line: function (x1, y1, x2, y2) { segs.push([x1, y1, x2, y2]); },
+      ring: function (cx, cy, r) { rings.push([cx, cy, r]); },
+      box: function (b) { boxes.push(b); },
+      text: function (t) { var r = t.getBBox(); boxes.push([r.x, r.y, r.x + r.width, r.y + r.height]); },
+      hits: hitsBox
     };
+  }
+  // Liang–Barsky: does the segment s cross the box b (x0, y0, x1, y1)?
+  function segmentInBox(s, b) {
+    var x = s[0], y = s[1], dx = s[2] - s[0], dy = s[3] - s[1], t0 = 0, t1 = 1;
+    var p = [-dx, dx, -dy, dy], q = [x - b[0], b[2] - x, y - b[1], b[3] - y];
+    for (var i = 0; i < 4; i++) {
+      if (p[i] === 0) { if (q[i] < 0) return false; continue; }
+      var r = q[i] / p[i];
+      if (p[i] < 0) { if (r > t1) return false; if (r > t0) t0 = r; } else { if (r < t0) return false; if (r < t1) t1 = r; }
+    }
+    return true;
+  }
+  // Does the circle c (cx, cy, r, stroke included) touch the box b?
+  function ringInBox(c, b) {
+    var nx = Math.max(b[0], Math.min(c[0], b[2])), ny = Math.max(b[1], Math.min(c[1], b[3]));
+    return (nx - c[0]) * (nx - c[0]) + (ny - c[1]) * (ny - c[1]) <= (c[2] + 1.5) * (c[2] + 1.5);
+  }
+  // Places the panels' labels, `layers` being [obstacles, bounds, labels] per panel: first
+  // every label that has a clear position; then each left over is dropped when another panel
+  // already shows the same words (the retention lines repeat on all three), or else takes the
+  // position that crosses the fewest marks.
+  function placeLabels(layer, layers) {
+    var shown = {}, left = [];
+    function measure(w) {
+      var t = el("text", { x: 0, y: 0, "text-anchor": "start", "font-size": 11, "font-family": "sans-serif", fill: w.colour,
+        "class": "label", "paint-order": "stroke", stroke: "#fff", "stroke-width": 3, "stroke-linejoin": "round" }, layer, w.text);
+      return [t, t.getComputedTextLength()];
+    }
+    function best(w, obs, bounds, width) {
+      var pick = null;
+      w.at.forEach(function (c) {
+        if (pick && pick.hits === 0) return;
+        var x0 = c[2] === "end" ? c[0] - width : c[0];
+        // The text's own box, one pixel of air around it; a vertical label (c[3]) reads
+        // upwards from (x, y), its baseline at x.
+        var box = c[3] ? [c[0] - 10, c[1] - width - 1, c[0] + 3, c[1] + 1] : [x0 - 1, c[1] - 10, x0 + width + 1, c[1] + 3];
+        var inside = box[0] >= bounds[0] && box[2] <= bounds[2] && box[1] >= bounds[1] && box[3] <= bounds[3];
+        if (!inside) return;
+        var hits = obs.hits(box);
+        if (pick === null || hits < pick.hits) pick = { y: c[1], box: box, hits: hits, x0: c[3] ? c[0] : x0, up: !!c[3] };
+      });
+      return pick;
+    }
+    function put(t, obs, pick) {
+      if (pick.up) {
+        t.setAttribute("transform", "translate(" + pick.x0 + "," + pick.y + ") rotate(-90)");
+      } else {
+        t.setAttribute("x", pick.x0);
+        t.setAttribute("y", pick.y);
+      }
+      obs.box(pick.box);
+    }
+    layers.forEach(function (l) {
+      l[2].forEach(function (w) {
+        var m = measure(w), pick = best(w, l[0], l[1], m[1]);
+        if (pick && pick.hits === 0) { put(m[0], l[0], pick); shown[w.text] = true; } else left.push([m[0], l, w, m[1]]);
+      });
+    });
+    left.forEach(function (x) {
+      var pick = shown[x[2].text] ? null : best(x[2], x[1][0], x[1][1], x[3]);
+      if (pick) { put(x[0], x[1][0], pick); shown[x[2].text] = true; } else layer.removeChild(x[0]);
+    });
+  }
+  // Positions beside a vertical line at x, from the top down, right side first; then along
+  // it, reading upwards, where a narrow panel leaves no room across.
+  function besideVertical(x, top, bottom) {
+    var out = [], along = [];
+    for (var y = top + 12; y <= bottom - 4; y += 14) {
+      out.push([x + 5, y, "start"], [x - 5, y, "end"]);
+      along.push([x + 14, y, "start", true], [x - 4, y, "start", true]);
+    }
+    return out.concat(along.reverse());
+  }
+  // Positions just above and below a horizontal line at y, from the right end leftwards.
+  function alongHorizontal(y, left, right) {
+    var out = [];
+    for (var x = right - 2; x >= left + 40; x -= 24) out.push([x, y - 4, "end"], [x, y + 13, "end"]);
+    return out;
+  }
+  // Positions around a point, nearest first, then above it against the panel's right edge
+  // (`edge`), where a point at the last retention leaves room.
+  function aroundPoint(px, py, edge) {
+    var out = [];
+    [14, 20, 26, 40, 56].forEach(function (d) {
+      out.push([px - 12, py - d, "end"], [px + 12, py - d, "start"], [px - 12, py + d + 8, "end"], [px + 12, py + d + 8, "start"],
+        [edge, py - d, "end"]);
+    });
+    return out;
+  }
+  // The caption of what is drawn: the words of the chart drawn in Rust (`charts::tradeoff`'s
+  // legend), for what this drawing shows.
+  function legendText(d) {
+    var parts = [];
+    var line = "The line in each panel is the model at the inputs above";
+    if (d.parts === true) line += " (on the cost panel, dashed: its two parts, storage grey and duplicates red)";
+    if (d.parts === false) line += " (the cost's two parts are not drawn: at every retention one of them is too small to tell apart from the axis, so the other lies on the total; storage reaches " +
+      usd(d.storageMax) + "/day, duplicates " + usd(d.duplicatesMax) + "/day)";
+    parts.push(line);
+    if (d.limits.length) {
+      var l = d.limits.length === 1 ? d.limits[0] : d.limits.slice(0, -1).join(", ") + " and " + d.limits[d.limits.length - 1];
+      parts.push("the long purple dashes are " + l);
+    }
+    if (d.recommended !== null && d.recommended === d.now) {
+      parts.push("the green line is the recommended retention, " + humanDuration(d.recommended) + ", which the inputs are at");
+    } else if (d.recommended !== null) {
+      parts.push("the grey dashed line is the retention the inputs are at, " + humanDuration(d.now));
+      parts.push("the green line the recommended one, " + humanDuration(d.recommended));
+    } else {
+      parts.push("the grey dashed line is the retention the inputs are at, " + humanDuration(d.now) + " (none is recommended at these inputs)");
+    }
+    parts.push("the green ring is the cheapest retention, " + humanDuration(d.cheapest));
+    var out = parts.join("; ") + ".";
+    if (d.sims) out += " Black whiskers are simulated runs at the same traffic with their 95% interval (at the bytes per record they measured); they stay while only the retention moves.";
+    return out;
   }
   var COLOURS = { line: "#2563eb", limit: "#7c3aed", ok: "#16a34a", okText: "#15803d", muted: "#6b7280", bad: "#dc2626", badText: "#b91c1c", grid: "#e5e7eb", ink: "#1f2937" };
   function drawTradeoff(params) {
@@ -335,6 +451,7 @@
     var simsComparable = Object.keys(M.base).every(function (k) {
       return k === "retention_s" || k === "peak_rate_per_s" || params[k] === M.base[k];
     });
+    var sims = simsComparable ? (M.sim_points || []) : [];
     var wrap = document.getElementById("tradeoff");
     // Drawn at the container's own width, one pixel per unit, so text keeps its size on a
     // phone; below 640 px the three panels stack.
@@ -344,6 +461,9 @@
     var W = avail, H = stacked ? PH * 3 : PH;
     var svg = el("svg", { "class": "chart", role: "img", width: W, height: H, viewBox: "0 0 " + W + " " + H,
       "aria-label": "Retention trade-off: store size, duplicates and daily cost (recomputed; the values are in the table below)" });
+    // In the page from the start, so labels can be measured as they are drawn.
+    wrap.textContent = "";
+    wrap.appendChild(svg);
     el("rect", { x: 0, y: 0, width: W, height: H, fill: "#fff" }, svg);
     var xs = s.rows.map(function (r) { return Math.log10(r.retention_s); });
     var xlo = xs[0] - 0.08, xhi = xs[xs.length - 1] + 0.08;
@@ -352,89 +472,119 @@
     });
     var gb = budget(params, "max_store_gb");
     var panels = [
-      ["Store size", "Store size (bytes)", "store_bytes", humanBytes, gb !== null ? gb * 1e9 : null, "budget"],
-      ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount, params.max_duplicates_per_day, "target"],
-      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd, budget(params, "max_cost_per_day"), "budget"]
+      ["Store size", "Store size (bytes)", "store_bytes", humanBytes, gb !== null ? gb * 1e9 : null, "budget", "the store budget"],
+      ["Duplicate labels per day", "Duplicate labels per day", "duplicates_per_day", humanCount, params.max_duplicates_per_day, "target", "the duplicates target"],
+      ["Total daily cost", "Cost per day (USD)", "total_cost_per_day", usd, budget(params, "max_cost_per_day"), "budget", "the cost budget"]
     ];
     var decided = decide(params);
+    var nowIsDecided = decided !== null && decided.retention_s === params.retention_s;
+    var drawn = { parts: null, limits: [], now: params.retention_s, recommended: decided ? decided.retention_s : null,
+      cheapest: s.best ? s.best.retention_s : null, sims: sims.length > 0, storageMax: 0, duplicatesMax: 0 };
+    var layers = [];
     panels.forEach(function (p, pi) {
       var ox = stacked ? 0 : pi * PW, oy = stacked ? pi * PH : 0;
-      var left = ox + 68, right = ox + PW - 18, top = oy + 30, bottom = oy + PH - 44;
+      // The x axis sits a little below the plot's zero, so a ring or point at zero never
+      // reaches its tick labels.
+      var left = ox + 68, right = ox + PW - 18, top = oy + 30, bottom = oy + PH - 56, axisY = bottom + 10;
+      var obs = obstacles();
       var values = s.rows.map(function (r) { return r[p[2]]; });
-      if (simsComparable) (M.sim_points || []).forEach(function (sp) { values.push(sp[p[2]][2]); });
+      sims.forEach(function (sp) { values.push(sp[p[2]][2]); });
       var max = Math.max.apply(null, values);
       // A limit far above the data would flatten it: draw it only when it is in view.
       var limit = p[4], limitShown = limit !== null && limit !== undefined && isFinite(limit) && limit <= max * 3;
       var yTop = niceTop(limitShown ? Math.max(max, limit) : max);
       var X = function (v) { return left + (v - xlo) / (xhi - xlo) * (right - left); };
       var Y = function (v) { return bottom - v / yTop * (bottom - top); };
-      el("text", { x: ox + PW / 2, y: oy + 18, "text-anchor": "middle", "font-size": 14, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[0]);
+      var line = function (x1, y1, x2, y2, attrs) {
+        var a = Object.assign({ x1: x1, x2: x2, y1: y1, y2: y2 }, attrs);
+        el("line", a, svg);
+        obs.line(x1, y1, x2, y2);
+      };
+      obs.text(el("text", { x: ox + PW / 2, y: oy + 18, "text-anchor": "middle", "font-size": 14, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[0]));
       niceTicks(0, yTop, 4).forEach(function (t) {
-        el("line", { x1: left, x2: right, y1: Y(t), y2: Y(t), stroke: COLOURS.grid }, svg);
-        el("text", { x: left - 6, y: Y(t) + 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, p[3](t));
+        el("line", { "class": "grid", x1: left, x2: right, y1: Y(t), y2: Y(t), stroke: COLOURS.grid }, svg);
+        obs.text(el("text", { x: left - 6, y: Y(t) + 4, "text-anchor": "end", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, p[3](t)));
       });
       xticks.forEach(function (t) {
         var x = X(Math.log10(t));
-        el("line", { x1: x, x2: x, y1: top, y2: bottom, stroke: COLOURS.grid }, svg);
-        el("text", { x: x, y: bottom + 15, "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, humanDuration(t));
+        el("line", { "class": "grid", x1: x, x2: x, y1: top, y2: bottom, stroke: COLOURS.grid }, svg);
+        obs.text(el("text", { x: x, y: axisY + 14, "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.muted }, svg, humanDuration(t)));
       });
-      el("line", { x1: left, x2: left, y1: top, y2: bottom, stroke: COLOURS.muted }, svg);
-      el("line", { x1: left, x2: right, y1: bottom, y2: bottom, stroke: COLOURS.muted }, svg);
-      el("text", { x: (left + right) / 2, y: oy + PH - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)");
+      line(left, top, left, axisY, { stroke: COLOURS.muted });
+      line(left, axisY, right, axisY, { stroke: COLOURS.muted });
+      obs.text(el("text", { x: (left + right) / 2, y: oy + PH - 8, "text-anchor": "middle", "font-size": 12, "font-family": "sans-serif", fill: COLOURS.ink }, svg, "Retention (log scale)"));
       el("text", { x: 0, y: 0, transform: "translate(" + (ox + 12) + "," + ((top + bottom) / 2) + ") rotate(-90)", "text-anchor": "middle", "font-size": 11, "font-family": "sans-serif", fill: COLOURS.ink }, svg, p[1]);
-      var label = labeller(svg, [left + 2, top, right, bottom]);
-      if (limitShown) {
-        var ly = Y(limit);
-        el("line", { "class": "limit", x1: left, x2: right, y1: ly, y2: ly, stroke: COLOURS.limit, "stroke-width": 1.5, "stroke-dasharray": "8 4" }, svg);
-        label([[right - 2, ly - 4, "end"], [right - 2, ly + 13, "end"], [left + 4, ly - 4, "start"], [left + 4, ly + 13, "start"]],
-          p[5] + " " + p[3](limit), COLOURS.limit);
-      }
-      var path = function (key, colour, width, dash) {
-        var d = s.rows.map(function (r, i) { return (i ? "L" : "M") + X(xs[i]).toFixed(1) + " " + Y(r[key]).toFixed(1); }).join(" ");
-        var a = { d: d, fill: "none", stroke: colour, "stroke-width": width };
+      // Labels with the fewest places to go are placed first; the limit's can go anywhere along
+      // its line, so it comes last.
+      var wanted = [], limitLabel = null;
+      var path = function (key, colour, width, dash, cls) {
+        var pts = s.rows.map(function (r, i) { return [X(xs[i]), Y(r[key])]; });
+        var d = pts.map(function (q, i) { return (i ? "L" : "M") + q[0].toFixed(1) + " " + q[1].toFixed(1); }).join(" ");
+        var a = { "class": cls, d: d, fill: "none", stroke: colour, "stroke-width": width };
         if (dash) a["stroke-dasharray"] = dash;
         el("path", a, svg);
+        for (var i = 1; i < pts.length; i++) obs.line(pts[i - 1][0], pts[i - 1][1], pts[i][0], pts[i][1]);
       };
       if (pi === 2) {
-        path("storage_cost_per_day", COLOURS.muted, 1, "4 3");
-        path("duplicate_cost_per_day", COLOURS.bad, 1, "4 3");
-      }
-      path(p[2], COLOURS.line, 2);
-      var cx = X(Math.log10(params.retention_s));
-      el("line", { x1: cx, x2: cx, y1: top, y2: bottom, stroke: COLOURS.muted, "stroke-dasharray": "5 4" }, svg);
-      label([[cx + 4, top + 12, "start"], [cx - 4, top + 12, "end"], [cx + 4, top + 26, "start"], [cx - 4, top + 26, "end"]],
-        "now " + humanDuration(params.retention_s), COLOURS.muted);
-      if (simsComparable) {
-        (M.sim_points || []).forEach(function (sp) {
-          var v = sp[p[2]], x = X(Math.log10(sp.retention_s));
-          el("line", { x1: x, x2: x, y1: Y(v[0]), y2: Y(v[2]), stroke: COLOURS.ink, "stroke-width": 2 }, svg);
-          var c = el("circle", { "class": "pt", cx: x, cy: Y(v[1]), r: 5, fill: COLOURS.ink, stroke: "#fff" }, svg);
-          c.setAttribute("data-tip", "simulated at " + humanDuration(sp.retention_s) + ": " + p[3](v[1]) +
-            " (95%: " + p[3](v[0]) + " – " + p[3](v[2]) + ")");
+        // The parts only where they can be told apart (`charts::parts_shown`).
+        drawn.parts = s.rows.some(function (r) { return Math.min(r.storage_cost_per_day, r.duplicate_cost_per_day) >= M.parts_min_share * yTop; });
+        s.rows.forEach(function (r) {
+          drawn.storageMax = Math.max(drawn.storageMax, r.storage_cost_per_day);
+          drawn.duplicatesMax = Math.max(drawn.duplicatesMax, r.duplicate_cost_per_day);
         });
+        if (drawn.parts) {
+          path("storage_cost_per_day", COLOURS.muted, 1, "4 3", "part");
+          path("duplicate_cost_per_day", COLOURS.bad, 1, "4 3", "part");
+        }
       }
+      path(p[2], COLOURS.line, 2, null, "curve");
+      if (limitShown) {
+        var ly = Y(limit);
+        line(left, ly, right, ly, { "class": "limit", stroke: COLOURS.limit, "stroke-width": 1.5, "stroke-dasharray": "8 4" });
+        drawn.limits.push(p[6]);
+        limitLabel = { at: alongHorizontal(ly, left, right), text: p[5] + " " + p[3](limit), colour: COLOURS.limit };
+      }
+      var cx = X(Math.log10(params.retention_s));
+      if (!nowIsDecided) {
+        line(cx, top, cx, bottom, { "class": "marker", stroke: COLOURS.muted, "stroke-dasharray": "5 4" });
+        wanted.push({ at: besideVertical(cx, top, bottom), text: "now " + humanDuration(params.retention_s), colour: COLOURS.muted });
+      }
+      sims.forEach(function (sp) {
+        var v = sp[p[2]], x = X(Math.log10(sp.retention_s));
+        line(x, Y(v[0]), x, Y(v[2]), { "class": "whisker", stroke: COLOURS.ink, "stroke-width": 2 });
+        var c = el("circle", { "class": "pt", cx: x, cy: Y(v[1]), r: 5, fill: COLOURS.ink, stroke: "#fff" }, svg);
+        obs.ring(x, Y(v[1]), 5);
+        c.setAttribute("data-tip", "simulated at " + humanDuration(sp.retention_s) + ": " + p[3](v[1]) +
+          " (95%: " + p[3](v[0]) + " – " + p[3](v[2]) + ")");
+      });
       if (decided) {
         var dx = X(Math.log10(decided.retention_s));
-        el("line", { x1: dx, x2: dx, y1: top, y2: bottom, stroke: COLOURS.okText, "stroke-width": 2 }, svg);
-        label([[dx + 4, bottom - 6, "start"], [dx - 4, bottom - 6, "end"], [dx + 4, bottom - 20, "start"], [dx - 4, bottom - 20, "end"], [dx + 4, top + 40, "start"], [dx - 4, top + 40, "end"]],
-          "recommended " + humanDuration(decided.retention_s), COLOURS.okText);
+        line(dx, top, dx, bottom, { "class": "marker", stroke: COLOURS.okText, "stroke-width": 2 });
+        // From the bottom up: the "now" label starts at the top.
+        var across = besideVertical(dx, top, bottom).filter(function (c) { return !c[3]; }).reverse();
+        var along = besideVertical(dx, top, bottom).filter(function (c) { return c[3]; });
+        wanted.push({ at: across.concat(along), text: "recommended " + humanDuration(decided.retention_s) + (nowIsDecided ? " (now)" : ""), colour: COLOURS.okText });
       }
       s.rows.forEach(function (r, i) {
         var cheapest = pi === 2 && s.best && r.retention_s === s.best.retention_s;
         var chosen = decided && r.retention_s === decided.retention_s;
-        var c = el("circle", { "class": "pt", cx: X(xs[i]), cy: Y(r[p[2]]), r: cheapest || chosen ? 6 : 3,
-          fill: cheapest ? COLOURS.ok : COLOURS.line, stroke: "#fff" }, svg);
+        var px = X(xs[i]), py = Y(r[p[2]]), rad = cheapest || chosen ? 6 : 3;
+        var c = el("circle", { "class": "pt", cx: px, cy: py, r: rad, fill: cheapest ? COLOURS.ok : COLOURS.line, stroke: "#fff" }, svg);
+        obs.ring(px, py, rad);
         c.setAttribute("data-tip", humanDuration(r.retention_s) + ": " + p[3](r[p[2]]) + (cheapest ? " (cheapest)" : "") + (chosen ? " (recommended)" : ""));
         if (cheapest) {
-          el("circle", { cx: X(xs[i]), cy: Y(r[p[2]]), r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
-          var px = X(xs[i]), py = Y(r[p[2]]);
-          label([[px - 12, py - 14, "end"], [px + 12, py - 14, "start"], [px - 12, py + 22, "end"], [px + 12, py + 22, "start"], [px - 12, py - 30, "end"]],
-            "cheapest " + humanDuration(r.retention_s), COLOURS.okText);
+          el("circle", { "class": "ring", cx: px, cy: py, r: 9, fill: "none", stroke: COLOURS.ok, "stroke-width": 2 }, svg);
+          obs.ring(px, py, 10);
+          wanted.unshift({ at: aroundPoint(px, py, ox + PW - 2), text: "cheapest " + humanDuration(r.retention_s), colour: COLOURS.okText });
         }
       });
+      if (limitLabel) wanted.push(limitLabel);
+      layers.push([obs, [left + 2, top - 2, ox + PW - 1, axisY], wanted]);
     });
-    wrap.textContent = "";
-    wrap.appendChild(svg);
+    // Every label after every line, in a layer of its own at the end of the drawing.
+    placeLabels(el("g", { "class": "labels" }, svg), layers);
+    var legend = document.getElementById("tradeoff-legend");
+    if (legend) legend.textContent = legendText(drawn);
     // The same values as a table, for keyboards and screen readers.
     var body = document.querySelector("#tradeoff-data tbody");
     if (body) {
