@@ -302,15 +302,18 @@ impl LoadReport {
         out.push_str(&h("Checks from outside"));
         let rows = vec![
             row("duplicate labels", thousands(self.duplicate_labels as f64)),
-            row(
-                "duplicates per day at the asked rate (95 %)",
-                format!(
-                    "{} ({} – {})",
-                    sig(self.duplicates_per_day.estimate),
-                    sig(self.duplicates_per_day.ci95_low),
-                    sig(self.duplicates_per_day.ci95_high)
-                ),
-            ),
+            row("duplicates per day at the asked rate (95 %)", {
+                // One way to write an interval, `simulate`'s and the page's: a count of
+                // zero is "none seen, ≤ high", not "0 (0 – high)".
+                let d = &self.duplicates_per_day;
+                let range =
+                    crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
+                if d.estimate == 0.0 {
+                    range
+                } else {
+                    format!("{} ({range})", sig(d.estimate))
+                }
+            }),
             row("unexpected 422", thousands(self.unexpected_422 as f64)),
             row(
                 "labels shared by two intents",

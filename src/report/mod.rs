@@ -175,9 +175,9 @@ pub fn write_all(out: &Path, summary: &Summary, stamp: RunStamp) -> anyhow::Resu
 mod tests {
     use super::*;
     use crate::model::{self, ModelParams};
+    use crate::run::results::Figure;
     use crate::run::verdicts;
     use crate::scenario::Budgets;
-    use crate::sim::replay::Figure;
     use crate::traffic::RetryDelay;
 
     #[test]

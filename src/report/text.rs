@@ -10,7 +10,7 @@ use crate::format::{
 };
 use crate::model::Estimate;
 use crate::report::vocabulary::{NO_MODEL, store_window};
-use crate::sim::replay::{self, SimReport};
+use crate::run::results::{Figure, SimReport};
 use crate::traffic::{Head, Tail};
 
 /// The answer first: for each retention the user asked about (`asked`, seconds and as typed),
@@ -694,7 +694,7 @@ fn figures_table(r: &SimReport) -> String {
         "{:<34} {:>14} {:>27} {:>14}\n",
         "figure", "measured", "95% interval", "model"
     ));
-    let row = |name: &str, f: &replay::Figure, fmt: &dyn Fn(f64) -> String| {
+    let row = |name: &str, f: &Figure, fmt: &dyn Fn(f64) -> String| {
         format!(
             "{:<34} {:>14} {:>27} {:>14}\n",
             name,

@@ -6,9 +6,9 @@ use super::Status;
 use crate::format::{
     estimate_interval, human_bytes, human_count, human_duration, percent, rate_per_s, usd,
 };
+use crate::run::results::Figure;
 use crate::run::{Change, ChangeFigure};
 use crate::settings::Budget;
-use crate::sim::replay::Figure;
 use serde::Serialize;
 
 /// How a number is shown; the page's script has a formatter of the same name for each, and

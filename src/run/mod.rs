@@ -21,8 +21,7 @@ use crate::decision::{
 };
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
-use crate::sim::replay::{self, Figure, Progress, SimConfig, SimReport};
-use crate::sim::timeline::TimelineReport;
+use crate::sim::replay::{self, Progress};
 use anyhow::Context as _;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};

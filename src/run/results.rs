@@ -9,8 +9,10 @@ use crate::decision::{Choice, Recommendation, Targets};
 use crate::model::{Estimate, Figures, ModelParams};
 use crate::scenario::Budgets;
 use crate::settings::Budget;
-use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
-use crate::sim::timeline::TimelineReport;
+// What a run measured, as the simulator reports it: re-exported so that the outputs read
+// results from here alone and know nothing of the simulator (tests/settings.rs).
+pub use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
+pub use crate::sim::timeline::{TimelineEvent, TimelineReport};
 use crate::traffic::RetryDelay;
 use serde::{Deserialize, Serialize};
 use std::path::Path;

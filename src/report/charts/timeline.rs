@@ -5,7 +5,7 @@ use super::{
     Axis, BAD, CARRIER, ChartError, Ctx, Hover, INK, MUTED, OK, WARN, band, category_label, font,
     nice_ticks, panel, render, text_at, vline,
 };
-use crate::sim::timeline::TimelineEvent;
+use crate::run::results::TimelineEvent;
 
 const C: &str = "timeline";
 

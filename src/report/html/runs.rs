@@ -8,8 +8,8 @@ use crate::report::charts::{self, Bar, KeyLine, RatePalette};
 use crate::report::vocabulary::{
     Quantity, budget_label, budget_value, interval, model_value, show, store_window,
 };
+use crate::run::results::Figure;
 use crate::run::results::{RunResult, Status};
-use crate::sim::replay::Figure;
 use serde::Serialize;
 
 /// A measured figure: estimate, 95 % interval and the model's value, as text.

@@ -5,8 +5,8 @@ use super::runs::{RunView, run_view};
 use super::{secs, slug, svg_or_note};
 use crate::format::{plural, significant};
 use crate::report::charts::{self, RatePalette};
+use crate::run::results::TimelineReport;
 use crate::run::results::{ScenarioKind, ScenarioResult, Status};
-use crate::sim::timeline::TimelineReport;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]

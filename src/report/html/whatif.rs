@@ -8,8 +8,8 @@ use crate::format::{human_bytes, human_count, human_duration, rate_per_s};
 use crate::model::{self, ModelParams};
 use crate::report::charts::{self, RatePalette, SimPoint, TradeoffRow};
 use crate::report::vocabulary::{Quantity, show};
+use crate::run::results::Figure;
 use crate::run::results::{ScenarioKind, Summary, WhatIfStart};
-use crate::sim::replay::Figure;
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
