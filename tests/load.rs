@@ -648,3 +648,41 @@ fn ctrl_c_stops_the_run_and_reports_the_part_run() {
     assert!(rate > 25.0 && rate < 100.0, "{rate}");
     assert_eq!(json["duplicate_labels"], 0);
 }
+
+/// `--out FILE` writes the result as JSON whatever `--format` prints, replaces a result it
+/// wrote before, and refuses a file it did not write (exit 2, the file unchanged).
+#[test]
+fn out_writes_the_json_result_and_refuses_a_foreign_file() {
+    let good = TestServer::start(Flaw::None, 0);
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("result.json");
+    let run = |path: &std::path::Path| {
+        std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+            .args(["load", good.url().as_str(), "--rate", "20"])
+            .args(["--duration", "500ms", "--quiet", "--time-scale", "100"])
+            .arg("--out")
+            .arg(path)
+            .output()
+            .unwrap()
+    };
+    for _ in 0..2 {
+        let o = run(&out);
+        assert_eq!(
+            o.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        // The table on stdout, the JSON in the file.
+        assert!(String::from_utf8_lossy(&o.stdout).contains("Checks from outside"));
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(json["duplicate_labels"], 0);
+    }
+    let foreign = dir.path().join("notes.txt");
+    std::fs::write(&foreign, "mine\n").unwrap();
+    let o = run(&foreign);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--out"));
+    assert_eq!(std::fs::read_to_string(&foreign).unwrap(), "mine\n");
+}

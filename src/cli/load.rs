@@ -122,9 +122,49 @@ pub struct LoadArgs {
     /// Output format.
     #[arg(long, value_enum, default_value = "table")]
     pub format: LoadFormat,
+    /// Also write the result as JSON to this file (whatever --format prints), for CI artifacts.
+    /// An existing file is replaced only if `load` wrote it, unless --force.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace an --out file that idemcalc did not write.
+    #[arg(long)]
+    pub force: bool,
     /// No progress bar.
     #[arg(long)]
     pub quiet: bool,
+}
+
+/// What marks a result `load --out` wrote: its JSON's achieved-rate field near the start.
+fn is_load_result(path: &std::path::Path) -> bool {
+    crate::output::contains(&crate::output::head(path, 8192), b"\"achieved_rate_per_s\"")
+}
+
+/// Checks `--out` before the run: not one of its input files, not a link, not a file this tool
+/// did not write (unless `--force`).
+fn check_out(args: &LoadArgs) -> anyhow::Result<()> {
+    let Some(path) = &args.out else {
+        return Ok(());
+    };
+    let mut inputs = Vec::new();
+    for (what, file) in [
+        ("--retry-cdf", &args.retry_cdf),
+        ("--scenario", &args.scenario),
+        ("--template", &args.template),
+        ("--callers", &args.callers),
+    ] {
+        if let Some(p) = file {
+            inputs.push(crate::output::Input { what, path: p });
+        }
+    }
+    let target = crate::output::Target {
+        flag: "--out",
+        path,
+        kind: crate::output::Kind::File,
+        ours: &is_load_result,
+        mark: "a result `idemcalc load --out` wrote is JSON with \"achieved_rate_per_s\"",
+    };
+    crate::output::check(&target, args.force, &inputs)?;
+    Ok(())
 }
 
 impl LoadArgs {
@@ -228,6 +268,7 @@ static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBoo
 
 pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let cfg = args.config()?;
+    check_out(args)?;
     let bar = super::progress_bar(args.quiet, "load");
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     // A handler that cannot be installed (one already is) leaves Ctrl-C's default: no report.
@@ -239,6 +280,11 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
         LoadFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
         LoadFormat::Markdown => report.markdown(),
     };
+    if let Some(path) = &args.out {
+        let json = serde_json::to_string_pretty(&report)? + "\n";
+        crate::output::write(path, json.as_bytes())
+            .map_err(|e| anyhow::anyhow!("--out {}: {e}", path.display()))?;
+    }
     super::print(&text)?;
     Ok(if report.run.interrupted_after_s.is_some() {
         super::bench::EXIT_INTERRUPTED
