@@ -201,7 +201,7 @@ pub struct Purchase<'a> {
     pub weight_g: f64,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CarrierLabel {
     pub label_id: String,
     pub tracking_no: String,

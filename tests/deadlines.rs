@@ -293,7 +293,6 @@ fn a_stopped_redis_server_ends_the_run_with_a_clear_message() {
 /// session is not stopped, so the store stays held throughout.
 #[test]
 fn serve_answers_503_when_its_postgres_backend_stops_and_recovers() {
-    use std::io::BufRead as _;
     let Some(server) = OwnPostgres::start() else {
         eprintln!("*** no PostgreSQL binaries under /usr/lib/postgresql: SKIPPED");
         return;
@@ -307,15 +306,7 @@ fn serve_answers_503_when_its_postgres_backend_stops_and_recovers() {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    std::io::BufReader::new(serve.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+    let base = common::listening_url(&mut serve).expect("a listening line from serve");
     idemcalc::load::install_tls_provider();
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))

@@ -5,7 +5,7 @@ mod common;
 
 use common::{PG_URL_VAR, REDIS_URL_VAR};
 use reqwest::blocking::{Client, RequestBuilder};
-use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -43,21 +43,13 @@ impl Server {
             .stderr(std::fs::File::create(&stderr).unwrap())
             .spawn()
             .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let base = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| {
-                let _ = child.kill();
-                panic!(
-                    "no listening line: {line:?}; stderr: {}",
-                    std::fs::read_to_string(&stderr).unwrap_or_default()
-                )
-            })
-            .to_string();
+        let base = common::listening_url(&mut child).unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!(
+                "no listening line; stderr: {}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            )
+        });
         let addr = base.trim_start_matches("http://").to_string();
         Server {
             child: Some(child),
@@ -760,15 +752,7 @@ fn start_carrier(args: &[&str]) -> (CarrierProcess, String) {
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let base = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("no listening line from the carrier: {line:?}"))
-        .to_string();
+    let base = common::listening_url(&mut child).expect("a listening line from the carrier");
     (CarrierProcess(child), base)
 }
 

@@ -43,14 +43,6 @@ pub struct PurchaseBody {
     pub weight_g: f64,
 }
 
-/// The label the carrier sold, as it travels.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct LabelBody {
-    label_id: String,
-    tracking_no: String,
-    cost_cents: i64,
-}
-
 #[derive(Debug, Clone, Serialize, Deserialize)]
 struct RefusalBody {
     reason: String,
@@ -133,15 +125,7 @@ async fn buy(
     tokio::time::sleep(app.clock.wall(reply.latency_ms)).await;
     match reply.result {
         CarrierResult::Label { label, replayed } => {
-            let mut r = (
-                StatusCode::CREATED,
-                Json(LabelBody {
-                    label_id: label.label_id,
-                    tracking_no: label.tracking_no,
-                    cost_cents: label.cost_cents,
-                }),
-            )
-                .into_response();
+            let mut r = (StatusCode::CREATED, Json(label)).into_response();
             if replayed {
                 r.headers_mut()
                     .insert(REPLAYED, HeaderValue::from_static("true"));
@@ -205,15 +189,9 @@ impl RemoteCarrier {
             let status = response.status();
             let replayed = response.headers().contains_key(REPLAYED);
             if status == StatusCode::CREATED {
-                let l: LabelBody = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
-                Some(CarrierResult::Label {
-                    label: CarrierLabel {
-                        label_id: l.label_id,
-                        tracking_no: l.tracking_no,
-                        cost_cents: l.cost_cents,
-                    },
-                    replayed,
-                })
+                let label: CarrierLabel =
+                    serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
+                Some(CarrierResult::Label { label, replayed })
             } else if status == StatusCode::UNPROCESSABLE_ENTITY {
                 let r: RefusalBody = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
                 Some(CarrierResult::Refused { reason: r.reason })

@@ -467,3 +467,17 @@ series_points = 60
 "#
     )
 }
+
+/// The URL a server started with `--listen 127.0.0.1:0` (`idemcalc serve`, `idemcalc carrier`)
+/// prints as its one stdout line, `listening on http://ADDR`; `None` when it printed something
+/// else (it failed to start).
+pub fn listening_url(child: &mut std::process::Child) -> Option<String> {
+    use std::io::BufRead as _;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take()?)
+        .read_line(&mut line)
+        .ok()?;
+    line.trim()
+        .strip_prefix("listening on ")
+        .map(str::to_string)
+}
