@@ -30,3 +30,82 @@ pub const Z_P99: f64 = 2.326_347_874;
 pub fn log_normal_sigma(median: f64, p99: f64) -> f64 {
     (p99 / median).ln() / Z_P99
 }
+
+/// The spread of one figure over repeated runs (the bench's sides), as hyperfine reports it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Spread {
+    pub n: usize,
+    pub mean: f64,
+    /// Sample standard deviation (n − 1); 0 with one run.
+    pub sd: f64,
+    pub min: f64,
+    pub median: f64,
+    pub max: f64,
+}
+
+impl Spread {
+    pub fn of(xs: &[f64]) -> Self {
+        let n = xs.len();
+        if n == 0 {
+            return Self {
+                n,
+                mean: 0.0,
+                sd: 0.0,
+                min: 0.0,
+                median: 0.0,
+                max: 0.0,
+            };
+        }
+        let mean = xs.iter().sum::<f64>() / n as f64;
+        let sd = if n > 1 {
+            (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
+        } else {
+            0.0
+        };
+        let mut sorted = xs.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        let median = if n % 2 == 1 {
+            sorted[n / 2]
+        } else {
+            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+        };
+        Self {
+            n,
+            mean,
+            sd,
+            min: sorted[0],
+            median,
+            max: sorted[n - 1],
+        }
+    }
+
+    /// σ over the mean; 0 when the mean is 0.
+    pub fn relative_sd(&self) -> f64 {
+        if self.mean.abs() > 0.0 {
+            self.sd / self.mean.abs()
+        } else {
+            0.0
+        }
+    }
+}
+
+/// A mean with its 95 % interval; the interval is absent with fewer than two samples.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct MeanInterval {
+    pub n: usize,
+    pub mean: f64,
+    pub low: Option<f64>,
+    pub high: Option<f64>,
+}
+
+impl MeanInterval {
+    /// `(low, high)` when the runs gave one and it is a real interval.
+    pub fn bounds(&self) -> Option<(f64, f64)> {
+        match (self.low, self.high) {
+            (Some(l), Some(h)) if l.is_finite() && h.is_finite() && l <= h => Some((l, h)),
+            _ => None,
+        }
+    }
+}

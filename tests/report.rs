@@ -430,8 +430,95 @@ fn bench_results_add_the_throughput_chart() {
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("Engine throughput"));
     assert!(html.contains("sqlite with keys"));
+    // A row without runs has no interval, and says so instead of drawing none.
+    assert!(html.contains("one run: no interval"), "{html}");
     let json = std::fs::read_to_string(out.path().join("summary.json")).unwrap();
     assert!(json.contains("\"creates_per_s\": 5200.0"));
+}
+
+/// What `idemcalc bench --runs 3 --format json` writes, as the report reads it: each side's
+/// mean with the 95 % interval of its runs as a whisker, the paired ratio and the ceiling, in
+/// the page and in summary.md; two bench files are two stores side by side.
+#[test]
+fn a_real_bench_run_is_drawn_with_its_intervals() {
+    let dir = dir_with(&[("a.toml", common::tiny_scenario("a", 5, ""))]);
+    let bench = dir.path().join("bench.json");
+    let b = Command::new(BIN)
+        .args([
+            "bench",
+            "--runs",
+            "3",
+            "--duration",
+            "150ms",
+            "--prefill",
+            "200",
+            "--workers",
+            "2",
+            "--format",
+            "json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(
+        b.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    std::fs::write(&bench, &b.stdout).unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&b.stdout).unwrap();
+    let ci = &v["engine_summary"]["creates_per_s_ci95"];
+    let (lo, hi, mean) = (
+        ci["low"].as_f64().unwrap(),
+        ci["high"].as_f64().unwrap(),
+        v["creates_per_s"].as_f64().unwrap(),
+    );
+    assert!(lo <= mean && mean <= hi, "{ci}");
+    // Student t with 2 degrees of freedom: half-width 4.303 σ / √3, from the runs' own σ.
+    let sd = v["engine_summary"]["creates_per_s"]["sd"].as_f64().unwrap();
+    let half = 4.302_652_7 * sd / 3f64.sqrt();
+    assert!(
+        ((hi - lo) / 2.0 - half).abs() <= 1e-6 * half.max(1.0),
+        "{ci} sd {sd}"
+    );
+
+    let out = tempfile::tempdir().unwrap();
+    let o = Command::new(BIN)
+        .args(["report", "--quiet", "--scenarios"])
+        .arg(dir.path())
+        .arg("--out")
+        .arg(out.path())
+        .args(["--bench"])
+        .arg(&bench)
+        .args(["--bench"])
+        .arg(&bench)
+        .output()
+        .unwrap();
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
+    // Named by its commit mode; both files drawn.
+    assert!(html.matches("sqlite:per_transaction with keys").count() >= 2);
+    assert!(html.contains("over 3 runs"), "the interval's run count");
+    assert!(html.contains("of the baseline (95%:"), "the paired ratio");
+    let md = std::fs::read_to_string(out.path().join("summary.md")).unwrap();
+    assert!(md.contains("### Engine throughput"), "{md}");
+    let row = md
+        .lines()
+        .find(|l| l.starts_with("| sqlite:per_transaction |"))
+        .unwrap();
+    assert!(
+        row.contains("over 3 runs") && row.contains("of the baseline (95%:"),
+        "{row}"
+    );
+    if v["ceiling"].is_object() {
+        assert!(html.contains("sqlite:per_transaction ceiling"));
+        assert!(row.contains("engine at "), "{row}");
+    }
 }
 
 #[test]

@@ -733,27 +733,11 @@ fn load_against_serve_labels_every_intent_once() {
     assert!(json["replays"].as_u64().unwrap() <= started, "{json}");
 }
 
-/// A running `idemcalc carrier`, killed when the test ends however it ends.
-struct CarrierProcess(Child);
-
-impl Drop for CarrierProcess {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
 /// `idemcalc carrier --listen 127.0.0.1:0 ARGS…`, once it listens: the process and its URL.
-fn start_carrier(args: &[&str]) -> (CarrierProcess, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-        .args(["carrier", "--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let base = common::listening_url(&mut child).expect("a listening line from the carrier");
-    (CarrierProcess(child), base)
+fn start_carrier(args: &[&str]) -> (common::Killed, String) {
+    let mut all = vec!["carrier", "--listen", "127.0.0.1:0"];
+    all.extend_from_slice(args);
+    common::spawn_listening(&all)
 }
 
 /// Issue 38: the carrier as a real hop. The seed's lease-takeover timeline with the carrier

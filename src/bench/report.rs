@@ -5,7 +5,7 @@ use super::ceiling::Ceiling;
 use super::checkpoint::{CheckpointStats, Checkpoints};
 use super::fill::Layout;
 use super::mix::{Kind, PerKind};
-use super::runs::{self, Comparison, Interval, Spread};
+use super::runs::{self, Comparison, MeanInterval, Spread};
 use super::serve::Tally;
 use crate::format::{latency, plural, thousands};
 use crate::store::group::GroupStats;
@@ -72,6 +72,9 @@ impl RunSample {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SideSummary {
     pub creates_per_s: Spread,
+    /// The mean creates/s with its 95 % interval (Student t over the runs); no interval from
+    /// one run.
+    pub creates_per_s_ci95: MeanInterval,
     pub p50_us: Spread,
     pub p99_us: Spread,
     pub replays_per_s: f64,
@@ -86,6 +89,9 @@ impl SideSummary {
             |f: &dyn Fn(&RunSample) -> f64| Spread::of(&samples.iter().map(f).collect::<Vec<_>>());
         Self {
             creates_per_s: spread(&|r| r.creates_per_s),
+            creates_per_s_ci95: runs::mean_interval(
+                &samples.iter().map(|r| r.creates_per_s).collect::<Vec<_>>(),
+            ),
             p50_us: spread(&|r| r.p50_us as f64),
             p99_us: spread(&|r| r.p99_us as f64),
             replays_per_s: spread(&|r| r.replays_per_s).mean,
@@ -249,7 +255,7 @@ pub struct Report {
     pub baseline_creates_per_s: f64,
     /// Engine creates/s over the baseline's, the mean of the paired runs' ratios with its 95 %
     /// interval (Student t).
-    pub ratio: Interval,
+    pub ratio: MeanInterval,
     pub engine_summary: SideSummary,
     pub baseline_summary: SideSummary,
     /// The store's own limit, measured before the runs.

@@ -6,65 +6,9 @@
 //! (`tests/bench.rs`), not on a machine's noise.
 
 use serde::{Deserialize, Serialize};
+
+pub use crate::stats::{MeanInterval, Spread};
 use statrs::distribution::{ContinuousCDF, StudentsT};
-
-/// The spread of one figure over a side's runs.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Spread {
-    pub n: usize,
-    pub mean: f64,
-    /// Sample standard deviation (n − 1); 0 with one run.
-    pub sd: f64,
-    pub min: f64,
-    pub median: f64,
-    pub max: f64,
-}
-
-impl Spread {
-    pub fn of(xs: &[f64]) -> Self {
-        let n = xs.len();
-        if n == 0 {
-            return Self {
-                n,
-                mean: 0.0,
-                sd: 0.0,
-                min: 0.0,
-                median: 0.0,
-                max: 0.0,
-            };
-        }
-        let mean = xs.iter().sum::<f64>() / n as f64;
-        let sd = if n > 1 {
-            (xs.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / (n - 1) as f64).sqrt()
-        } else {
-            0.0
-        };
-        let mut sorted = xs.to_vec();
-        sorted.sort_by(f64::total_cmp);
-        let median = if n % 2 == 1 {
-            sorted[n / 2]
-        } else {
-            (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-        };
-        Self {
-            n,
-            mean,
-            sd,
-            min: sorted[0],
-            median,
-            max: sorted[n - 1],
-        }
-    }
-
-    /// σ over the mean; 0 when the mean is 0.
-    pub fn relative_sd(&self) -> f64 {
-        if self.mean.abs() > 0.0 {
-            self.sd / self.mean.abs()
-        } else {
-            0.0
-        }
-    }
-}
 
 /// The two-sided 97.5 % quantile of Student's t with `df` degrees of freedom.
 fn t975(df: f64) -> Option<f64> {
@@ -76,27 +20,24 @@ fn t975(df: f64) -> Option<f64> {
         .map(|t| t.inverse_cdf(0.975))
 }
 
-/// A mean with its 95 % interval; the interval is absent with fewer than two samples.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct Interval {
-    pub n: usize,
-    pub mean: f64,
-    pub low: Option<f64>,
-    pub high: Option<f64>,
-}
-
 /// The engine/baseline ratio of paired runs (run i of each side): the mean of the ratios with
 /// a Student t interval on them.
-pub fn paired_ratio(engine: &[f64], baseline: &[f64]) -> Interval {
+pub fn paired_ratio(engine: &[f64], baseline: &[f64]) -> MeanInterval {
     let ratios: Vec<f64> = engine
         .iter()
         .zip(baseline)
         .filter(|(_, b)| **b > 0.0)
         .map(|(e, b)| e / b)
         .collect();
-    let s = Spread::of(&ratios);
+    mean_interval(&ratios)
+}
+
+/// The mean of `xs` with a Student t 95 % interval: what a report draws as a side's whisker,
+/// so a reader sees how far the next run's mean may fall, not the single run's noise.
+pub fn mean_interval(xs: &[f64]) -> MeanInterval {
+    let s = Spread::of(xs);
     let half = t975(s.n as f64 - 1.0).map(|t| t * s.sd / (s.n as f64).sqrt());
-    Interval {
+    MeanInterval {
         n: s.n,
         mean: s.mean,
         low: half.map(|h| s.mean - h),

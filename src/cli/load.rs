@@ -3,6 +3,7 @@
 
 use crate::load::{self, Budgets, KeyPolicy, LoadConfig, Spacing, Template};
 use crate::run::Plan;
+use crate::settings::Settings;
 use crate::settings::flags::Flags;
 use crate::settings::knobs::{KnobId, SIMULATE};
 use std::path::PathBuf;
@@ -83,6 +84,20 @@ pub struct LoadArgs {
     /// The latest retry, beyond the distribution's last point (as `simulate`).
     #[arg(long, value_name = "DURATION")]
     pub retry_horizon: Option<String>,
+    /// The carrier's invoice, read after the run to count labels bought twice for the run's
+    /// orders (a client cannot see them when the service answers with the label it holds),
+    /// e.g. http://127.0.0.1:8081/v1/invoice from `idemcalc carrier`.
+    #[arg(long, value_name = "URL")]
+    pub carrier_invoice: Option<String>,
+    /// The target's retention (as `serve --retention`): `simulate` is run on the same client,
+    /// rate and retry distribution, and its duplicate labels per day are shown beside the
+    /// count, with whether the two agree.
+    #[arg(long, value_name = "DURATION")]
+    pub retention: Option<String>,
+    /// The target's carrier window (as `serve --carrier-window`), for the prediction; default
+    /// the seed's 24h.
+    #[arg(long, value_name = "DURATION", requires = "retention")]
+    pub carrier_window: Option<String>,
     /// A scenario file (e.g. from `idemcalc fit`): its retry distribution, rate and client.
     #[arg(long, value_name = "FILE")]
     pub scenario: Option<PathBuf>,
@@ -174,25 +189,9 @@ impl LoadArgs {
             .map_err(|e| anyhow::anyhow!("URL `{}`: {e}", self.url))?;
         // The retry distribution and the client's defaults come from the settings `simulate`
         // would use (the scenario's, or the seed's), so both replay the same client.
-        let mut pairs: Vec<(KnobId, &str)> = Vec::new();
         let cdf = self.retry_cdf.as_ref().map(|p| p.to_string_lossy());
-        if let Some(c) = &cdf {
-            pairs.push((KnobId::RetryCdf, c.as_ref()));
-        }
-        if let Some(d) = &self.retry_min_delay {
-            pairs.push((KnobId::RetryMinDelay, d));
-        }
-        if let Some(d) = &self.retry_horizon {
-            pairs.push((KnobId::RetryHorizon, d));
-        }
-        let flags = Flags::<SIMULATE>::given(&pairs);
-        let (settings, source) = match &self.scenario {
-            Some(path) => (
-                crate::scenario::Scenario::load(path)?.settings_under(&flags)?,
-                format!("--scenario {}", path.display()),
-            ),
-            None => (flags.settings()?, String::new()),
-        };
+        let pairs = self.retry_pairs(cdf.as_deref());
+        let (settings, source) = self.settings(&pairs)?;
         let plan = Plan::new(&settings)?;
         let retry_source = match (&self.retry_cdf, source.is_empty()) {
             (Some(p), _) => format!("--retry-cdf {}", p.display()),
@@ -261,6 +260,82 @@ impl LoadArgs {
         cfg.check()?;
         Ok(cfg)
     }
+
+    /// The retry distribution's flags as knob values (`cdf`: `--retry-cdf` as text), the same
+    /// for the run's client and for the prediction.
+    fn retry_pairs<'a>(&'a self, cdf: Option<&'a str>) -> Vec<(KnobId, &'a str)> {
+        [
+            (KnobId::RetryCdf, cdf),
+            (KnobId::RetryMinDelay, self.retry_min_delay.as_deref()),
+            (KnobId::RetryHorizon, self.retry_horizon.as_deref()),
+        ]
+        .into_iter()
+        .filter_map(|(id, v)| v.map(|v| (id, v)))
+        .collect()
+    }
+
+    /// The settings `simulate` would use: the scenario's (under the given flags), or the
+    /// flags' over the knob table's defaults.
+    fn settings(&self, pairs: &[(KnobId, &str)]) -> anyhow::Result<(Settings, String)> {
+        let flags = Flags::<SIMULATE>::given(pairs);
+        Ok(match &self.scenario {
+            Some(path) => (
+                crate::scenario::Scenario::load(path)?.settings_under(&flags)?,
+                format!("--scenario {}", path.display()),
+            ),
+            None => (flags.settings()?, String::new()),
+        })
+    }
+
+    /// With `--retention`: the settings of `simulate`'s prediction for the run `cfg`
+    /// describes, and the same as a command line. The lost replies are timed-out calls the
+    /// server finished (`load::predict`).
+    fn prediction_settings(&self, cfg: &LoadConfig) -> anyhow::Result<Option<(Settings, String)>> {
+        let Some(retention) = &self.retention else {
+            return Ok(None);
+        };
+        let rate = cfg.rate_per_s.to_string();
+        let lose = cfg.lose_reply_fraction.to_string();
+        let deadline = format!("{}ms", cfg.deadline.as_millis());
+        let attempts = cfg.max_attempts.to_string();
+        let callers = cfg.callers.len().max(1).to_string();
+        let seed = cfg.seed.to_string();
+        let policy = match cfg.key_policy {
+            KeyPolicy::Derived => "derived",
+            KeyPolicy::RandomSaved => "random_saved",
+            KeyPolicy::NewPerAttempt => "new_per_attempt",
+        };
+        let mut pairs: Vec<(KnobId, &str)> = vec![
+            (KnobId::Retention, retention),
+            (KnobId::RatePerS, &rate),
+            (KnobId::TimeoutFraction, &lose),
+            (KnobId::DoneFraction, "1"),
+            (KnobId::Deadline, &deadline),
+            (KnobId::MaxAttempts, &attempts),
+            (KnobId::KeyPolicy, policy),
+            (KnobId::Callers, &callers),
+            (KnobId::Seed, &seed),
+        ];
+        if let Some(w) = &self.carrier_window {
+            pairs.push((KnobId::CarrierWindow, w));
+        }
+        let cdf = self.retry_cdf.as_ref().map(|p| p.to_string_lossy());
+        pairs.extend(self.retry_pairs(cdf.as_deref()));
+        let (settings, _) = self
+            .settings(&pairs)
+            .map_err(|e| anyhow::anyhow!("the prediction (--retention): {e}"))?;
+        let mut words: Vec<String> = vec!["idemcalc".into(), "simulate".into()];
+        if let Some(p) = &self.scenario {
+            words.extend(["--scenario".into(), p.display().to_string()]);
+        }
+        for (id, value) in &pairs {
+            let flag = crate::settings::knobs::knob(*id).flag;
+            words.extend([flag.to_string(), value.replace('_', "-")]);
+        }
+        let command =
+            shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
+        Ok(Some((settings, command)))
+    }
 }
 
 /// Set by Ctrl-C: the run stops starting intents and reports what it did.
@@ -273,8 +348,36 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     // A handler that cannot be installed (one already is) leaves Ctrl-C's default: no report.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst));
-    let report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
+    let invoice = args
+        .carrier_invoice
+        .as_deref()
+        .map(|u| {
+            reqwest::Url::parse(u).map_err(|e| anyhow::anyhow!("--carrier-invoice `{u}`: {e}"))
+        })
+        .transpose()?;
+    let prediction = args.prediction_settings(&cfg)?;
+    let mut report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
     bar.finish_and_clear();
+    if let Some(url) = &invoice {
+        let intents = report.counts.intents_started;
+        let rate = cfg.rate_per_s;
+        let check = load::invoice::reconcile(url, cfg.first_order, intents, |n| {
+            load::summary::per_day_at_rate(n, intents, rate)
+        })?;
+        report.add_invoice(check, cfg.budgets.duplicate_labels);
+    }
+    if let Some((settings, command)) = prediction {
+        let figure = load::predict::simulate(&settings)?;
+        report.prediction = Some(load::predict::Prediction {
+            retention: crate::duration::format_secs(settings.retentions()[0]),
+            carrier_window: crate::duration::format_secs(
+                settings.carrier.window_ms as f64 / 1000.0,
+            ),
+            agrees: load::predict::agree(report.duplicates_to_compare(), &figure),
+            duplicates_per_day: figure,
+            command,
+        });
+    }
     let text = match args.format {
         LoadFormat::Table => report.text(),
         LoadFormat::Json => serde_json::to_string_pretty(&report)? + "\n",

@@ -7,6 +7,7 @@
 use crate::format::plural;
 use crate::output::{Input, Kind, Target};
 use crate::report::{self, BenchResults};
+use crate::run::results::LoadResults;
 use crate::sim::replay::Progress;
 use crate::store::{StoreOptions, Stores};
 use anyhow::bail;
@@ -33,9 +34,14 @@ pub struct ReportArgs {
     /// the job on a real growth of the store above it.
     #[arg(long, value_name = "FILE")]
     pub baseline: Option<PathBuf>,
-    /// Engine throughput to show: the JSON written by `idemcalc bench --format json`.
+    /// Engine throughput to show, with each side's 95 % interval: the JSON written by
+    /// `idemcalc bench --format json`; repeat for each store (SQLite, PostgreSQL, Redis).
     #[arg(long, value_name = "FILE")]
-    pub bench: Option<PathBuf>,
+    pub bench: Vec<PathBuf>,
+    /// A live service's run to show: the JSON written by `idemcalc load --format json` (or
+    /// `load --out`); repeat for several. A broken load budget fails the report (exit 1).
+    #[arg(long, value_name = "FILE")]
+    pub load: Vec<PathBuf>,
     /// Where the simulations' stores go: `sqlite:PATH`, a file path, or
     /// `postgres://USER@HOST:PORT/DATABASE[?schema=NAME]` (default: SQLite in memory, the same
     /// figures as a file's). Each simulation gets its own suffixed file or schema; scratch
@@ -109,11 +115,16 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         })?;
     }
     let plans = crate::run::plans(&loaded)?;
-    let bench = args
-        .bench
-        .as_deref()
-        .map(BenchResults::from_path)
-        .transpose()?;
+    let bench = if args.bench.is_empty() {
+        None
+    } else {
+        Some(BenchResults::from_paths(&args.bench)?)
+    };
+    let load = if args.load.is_empty() {
+        None
+    } else {
+        Some(LoadResults::from_paths(&args.load)?)
+    };
     let stores = Stores::new(
         args.store.as_deref(),
         None,
@@ -150,6 +161,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         bar.finish_and_clear();
     }
     summary.bench = bench;
+    summary.load = load;
     if let Some(path) = &args.baseline {
         let comparison = crate::run::compare::compare(&summary, path)?;
         crate::run::compare::add_growth_verdicts(&mut summary, &comparison);
@@ -185,13 +197,14 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         }
         return Ok(130);
     }
-    if !summary.broken_budgets.is_empty() {
+    let broken = report::broken_lines(&summary);
+    if !broken.is_empty() {
         eprintln!(
             "{} broken:",
-            plural(summary.broken_budgets.len() as u64, "budget", "budgets")
+            plural(broken.len() as u64, "budget", "budgets")
         );
-        for b in &summary.broken_budgets {
-            eprintln!("  {}", b.describe());
+        for b in &broken {
+            eprintln!("  {b}");
         }
         return Ok(super::EXIT_BUDGET);
     }
@@ -223,9 +236,15 @@ fn check_out(args: &ReportArgs) -> anyhow::Result<()> {
             path,
         });
     }
-    if let Some(path) = &args.bench {
+    for path in &args.bench {
         inputs.push(Input {
             what: "--bench",
+            path,
+        });
+    }
+    for path in &args.load {
+        inputs.push(Input {
+            what: "--load",
             path,
         });
     }

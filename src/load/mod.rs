@@ -23,6 +23,8 @@
 //! `duration`, whatever the server does.
 
 mod client;
+pub mod invoice;
+pub mod predict;
 pub mod request;
 pub mod summary;
 mod tally;

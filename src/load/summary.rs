@@ -190,6 +190,12 @@ pub struct LoadReport {
     pub per_second: Vec<SecondRow>,
     pub budgets: Vec<Verdict>,
     pub ok: bool,
+    /// `--carrier-invoice`: the carrier's invoice reconciled with the run's intents.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invoice: Option<super::invoice::InvoiceCheck>,
+    /// `--retention`: `simulate`'s duplicates per day for the same settings, beside the count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<super::predict::Prediction>,
 }
 
 /// The most duplicates listed by name; the count covers all.
@@ -203,14 +209,7 @@ impl LoadReport {
             .iter()
             .map(|d| d.labels.len() as u64 - 1)
             .sum::<u64>();
-        // The run stands for `intents / (rate × 1 day)` days of traffic at the asked rate.
-        let days = c.intents_started as f64 / (run.rate_per_s * crate::duration::DAY_S);
-        let duplicates_per_day = Tally {
-            n: dup_n,
-            w: dup_n as f64,
-            w2: dup_n as f64,
-        }
-        .per_day(days.max(f64::MIN_POSITIVE), 1.0);
+        let duplicates_per_day = per_day_at_rate(dup_n, c.intents_started, run.rate_per_s);
         let count = |o: &str| s.latency.get(o).map_or(0, |p| p.count);
         let failed = count("error") + count("timeout");
         let answered: u64 = s.latency.values().map(|p| p.count).sum();
@@ -260,6 +259,8 @@ impl LoadReport {
             duplicates: s.duplicates.into_iter().take(DUPLICATES_LISTED).collect(),
             per_second: s.per_second,
             run,
+            invoice: None,
+            prediction: None,
         }
     }
 
@@ -271,6 +272,101 @@ impl LoadReport {
     /// The same figures as Markdown.
     pub fn markdown(&self) -> String {
         self.render(true)
+    }
+
+    /// The "checks from outside" table: the counts, the invoice's and the prediction's rows.
+    fn check_rows(&self) -> Vec<Vec<String>> {
+        let c = &self.counts;
+        let rows = vec![
+            row("duplicate labels", thousands(self.duplicate_labels as f64)),
+            row("duplicates per day at the asked rate (95 %)", {
+                // One way to write an interval, `simulate`'s and the page's: a count of
+                // zero is "none seen, ≤ high", not "0 (0 – high)".
+                let d = &self.duplicates_per_day;
+                let range =
+                    crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
+                if d.estimate == 0.0 {
+                    range
+                } else {
+                    format!("{} ({range})", sig(d.estimate))
+                }
+            }),
+        ];
+        let mut rows = rows;
+        if let Some(i) = &self.invoice {
+            let d = &i.duplicates_per_day;
+            let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
+            rows.push(row(
+                "labels bought twice, on the carrier's invoice (per day, 95 %)",
+                format!(
+                    "{} of {} lines: {}",
+                    thousands(i.duplicate_purchases as f64),
+                    thousands(i.lines as f64),
+                    if d.estimate == 0.0 {
+                        range
+                    } else {
+                        format!("{} ({range})", sig(d.estimate))
+                    }
+                ),
+            ));
+        }
+        if let Some(p) = &self.prediction {
+            let d = &p.duplicates_per_day;
+            let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
+            rows.push(row(
+                &format!(
+                    "simulate's prediction (retention {}, carrier window {}, 95 %)",
+                    p.retention, p.carrier_window
+                ),
+                format!(
+                    "{}{}: {}",
+                    if d.estimate == 0.0 {
+                        String::new()
+                    } else {
+                        format!("{} ", sig(d.estimate))
+                    },
+                    if d.estimate == 0.0 {
+                        range
+                    } else {
+                        format!("({range})")
+                    },
+                    if p.agrees {
+                        "agrees with the count"
+                    } else {
+                        "does not agree with the count: one lies outside the other's 95 % interval"
+                    }
+                ),
+            ));
+        }
+        rows.extend([
+            row("unexpected 422", thousands(self.unexpected_422 as f64)),
+            row(
+                "labels shared by two intents",
+                thousands(c.shared_labels as f64),
+            ),
+            row(
+                "stuck intents (no 2xx)",
+                format!(
+                    "{} (refused {}, attempts spent {}, retry after the end {}, pool full {})",
+                    thousands(self.stuck.total as f64),
+                    self.stuck.refused,
+                    self.stuck.attempts_spent,
+                    self.stuck.retry_after_end,
+                    self.stuck.pool_full
+                ),
+            ),
+            row("replays", thousands(self.replays as f64)),
+            row(
+                "retry distribution covered",
+                format!(
+                    "{} (late retries scheduled {}, not sent {})",
+                    percent(self.retry_distribution_covered),
+                    c.late_retries_scheduled,
+                    c.late_retries_not_sent
+                ),
+            ),
+        ]);
+        rows
     }
 
     fn render(&self, md: bool) -> String {
@@ -300,47 +396,7 @@ impl LoadReport {
             ));
         }
         out.push_str(&h("Checks from outside"));
-        let rows = vec![
-            row("duplicate labels", thousands(self.duplicate_labels as f64)),
-            row("duplicates per day at the asked rate (95 %)", {
-                // One way to write an interval, `simulate`'s and the page's: a count of
-                // zero is "none seen, ≤ high", not "0 (0 – high)".
-                let d = &self.duplicates_per_day;
-                let range =
-                    crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
-                if d.estimate == 0.0 {
-                    range
-                } else {
-                    format!("{} ({range})", sig(d.estimate))
-                }
-            }),
-            row("unexpected 422", thousands(self.unexpected_422 as f64)),
-            row(
-                "labels shared by two intents",
-                thousands(c.shared_labels as f64),
-            ),
-            row(
-                "stuck intents (no 2xx)",
-                format!(
-                    "{} (refused {}, attempts spent {}, retry after the end {}, pool full {})",
-                    thousands(self.stuck.total as f64),
-                    self.stuck.refused,
-                    self.stuck.attempts_spent,
-                    self.stuck.retry_after_end,
-                    self.stuck.pool_full
-                ),
-            ),
-            row("replays", thousands(self.replays as f64)),
-            row(
-                "retry distribution covered",
-                format!(
-                    "{} (late retries scheduled {}, not sent {})",
-                    percent(self.retry_distribution_covered),
-                    c.late_retries_scheduled,
-                    c.late_retries_not_sent
-                ),
-            ),
-        ];
+        let rows = self.check_rows();
         out.push_str(&table(&["check", "value"], &rows, md));
         out.push_str(&h("Speed"));
         let rows = vec![
@@ -443,6 +499,42 @@ fn heading(title: &str, md: bool) -> String {
         format!("## {title}\n\n")
     } else {
         format!("{title}\n")
+    }
+}
+
+/// `n` events over a run of `intents` at `rate_per_s`, per day at that rate with Garwood's
+/// 95 % interval: the run stands for `intents / (rate × 1 day)` days of traffic.
+pub fn per_day_at_rate(n: u64, intents: u64, rate_per_s: f64) -> Figure {
+    let days = intents as f64 / (rate_per_s * crate::duration::DAY_S);
+    Tally {
+        n,
+        w: n as f64,
+        w2: n as f64,
+    }
+    .per_day(days.max(f64::MIN_POSITIVE), 1.0)
+}
+
+impl LoadReport {
+    /// Adds the carrier invoice's count: its own budget (the duplicates budget), and the
+    /// figure a prediction is compared with, since a client cannot see a purchase the service
+    /// answered with the label it already held.
+    pub fn add_invoice(&mut self, check: super::invoice::InvoiceCheck, limit: u64) {
+        let v = verdict(
+            "duplicate_purchases",
+            limit as f64,
+            check.duplicate_purchases as f64,
+        );
+        self.ok &= v.ok;
+        self.budgets.push(v);
+        self.invoice = Some(check);
+    }
+
+    /// The duplicates per day to compare a prediction with: the invoice's when it was read
+    /// (it sees every purchase), else what the clients saw.
+    pub fn duplicates_to_compare(&self) -> &Figure {
+        self.invoice
+            .as_ref()
+            .map_or(&self.duplicates_per_day, |i| &i.duplicates_per_day)
     }
 }
 

@@ -7,7 +7,7 @@ use super::vocabulary::{
 };
 use super::{RunResult, ScenarioResult, Status, Summary};
 use crate::format::{human_bytes, plural};
-use crate::run::results::{Headline, ScenarioKind, StoreRow};
+use crate::run::results::{BenchResults, Headline, LoadResults, ScenarioKind, StoreRow};
 use crate::run::{Change, Comparison};
 
 #[derive(Debug, thiserror::Error)]
@@ -133,7 +133,7 @@ impl Exporter for MarkdownExporter {
         let mut out = String::from("## idemcalc capacity report\n\n");
         // A broken budget or a figure that changed against the baseline is what a CI reader
         // must act on: it leads, before the decision's bullets. Otherwise the decision leads.
-        let alarm = !summary.broken_budgets.is_empty()
+        let alarm = !super::broken_lines(summary).is_empty()
             || summary
                 .comparison
                 .as_ref()
@@ -154,6 +154,12 @@ impl Exporter for MarkdownExporter {
             stores_md(&mut out, &summary.stores);
         }
         timelines_md(&mut out, summary);
+        if let Some(b) = &summary.bench {
+            bench_md(&mut out, b);
+        }
+        if let Some(l) = &summary.load {
+            load_md(&mut out, l);
+        }
         out.push_str(
             "Estimates are from the simulator (the reference engine, measured bytes per record); intervals are 95% intervals. Full report: `index.html`.\n",
         );
@@ -173,7 +179,8 @@ fn verdicts_md(out: &mut String, summary: &Summary) {
             }
         }
     }
-    let broken = &summary.broken_budgets;
+    let broken = super::broken_lines(summary);
+    checked += summary.load.as_ref().map_or(0, |l| l.checked());
     if checked == 0 {
         out.push_str(
             "**No budgets set**: no scenario has a `[budgets]` table, so nothing was checked.\n\n",
@@ -188,8 +195,8 @@ fn verdicts_md(out: &mut String, summary: &Summary) {
             broken.len(),
             at_risk.len()
         ));
-        for b in broken {
-            out.push_str(&format!("- ❌ {}\n", cell(&b.describe())));
+        for b in &broken {
+            out.push_str(&format!("- ❌ {}\n", cell(b)));
         }
         for a in &at_risk {
             out.push_str(&format!("- ⚠️ {}\n", cell(a)));
@@ -363,6 +370,81 @@ fn stores_md(out: &mut String, rows: &[StoreRow]) {
         ));
     }
     out.push('\n');
+}
+
+/// `report --bench`: each store's engine and bare-SQL rates with their intervals, the ratio
+/// from the paired runs and the store's ceiling; the bench's own noise warnings beneath.
+fn bench_md(out: &mut String, b: &BenchResults) {
+    use super::vocabulary::{bench_rate, bench_ratio};
+    let none = || "—".to_string();
+    out.push_str("### Engine throughput (idemcalc bench)\n\n");
+    out.push_str(
+        "| Store | With keys | Without keys (the bare SQL) | Engine / bare SQL | Ceiling |\n",
+    );
+    out.push_str("|---|---|---|---|---|\n");
+    for r in &b.results {
+        let side = |mean: Option<f64>, s: Option<&crate::run::results::BenchSide>| {
+            mean.map_or_else(none, |m| {
+                bench_rate(m, s.and_then(|s| s.creates_per_s_ci95).as_ref())
+            })
+        };
+        out.push_str(&format!(
+            "| {} | {} | {} | {} | {} |\n",
+            cell(&r.name),
+            side(r.creates_per_s, r.engine_summary.as_ref()),
+            side(r.baseline_creates_per_s, r.baseline_summary.as_ref()),
+            r.ratio.as_ref().map_or_else(none, bench_ratio),
+            r.ceiling.as_ref().map_or_else(none, |c| format!(
+                "{}/s (engine at {}){}",
+                crate::format::thousands(c.creates_per_s),
+                crate::format::percent(c.engine_share),
+                c.note
+                    .as_deref()
+                    .map(|n| format!(": {n}"))
+                    .unwrap_or_default()
+            )),
+        ));
+    }
+    out.push('\n');
+    for r in &b.results {
+        for w in &r.warnings {
+            out.push_str(&format!("- ⚠️ {}: {}\n", cell(&r.name), cell(w)));
+        }
+    }
+    if b.results.iter().any(|r| !r.warnings.is_empty()) {
+        out.push('\n');
+    }
+}
+
+/// `report --load`: each live-service run's checks, latency per outcome and budgets.
+fn load_md(out: &mut String, l: &LoadResults) {
+    use super::live::{self, BUDGETS_HEAD, LATENCY_HEAD};
+    let table = |out: &mut String, head: &[&str], rows: &[Vec<String>]| {
+        out.push_str(&format!("| {} |\n", head.join(" | ")));
+        out.push_str(&format!("|---{}|\n", "|---:".repeat(head.len() - 1)));
+        for r in rows {
+            let cells: Vec<String> = r.iter().map(|c| cell(c)).collect();
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+        }
+        out.push('\n');
+    };
+    for r in &l.results {
+        let v = live::rows(r);
+        out.push_str(&format!(
+            "### Against a live service (idemcalc load, `{}`)\n\n`{}`\n\n",
+            v.file, v.title
+        ));
+        let checks: Vec<Vec<String>> = v
+            .checks
+            .iter()
+            .map(|(k, x)| vec![k.clone(), x.clone()])
+            .collect();
+        table(out, &["Checked from outside", "Value"], &checks);
+        table(out, &LATENCY_HEAD, &v.latency);
+        if !v.budgets.is_empty() {
+            table(out, &BUDGETS_HEAD, &v.budgets);
+        }
+    }
 }
 
 fn comparison_md(out: &mut String, c: &Comparison) {

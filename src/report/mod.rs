@@ -14,6 +14,7 @@
 pub mod charts;
 pub mod export;
 pub mod html;
+pub mod live;
 pub mod text;
 pub mod vocabulary;
 
@@ -40,6 +41,17 @@ impl BrokenBudget {
             self.limit,
         )
     }
+}
+
+/// Every broken budget, one line each: the scenarios' (with interval and margin), then the
+/// load results'. One list for the page's verdict, `summary.md` and the report's stderr.
+pub fn broken_lines(summary: &Summary) -> Vec<String> {
+    summary
+        .broken_budgets
+        .iter()
+        .map(BrokenBudget::describe)
+        .chain(summary.load.iter().flat_map(live::broken))
+        .collect()
 }
 
 impl Verdict {

@@ -146,3 +146,31 @@ pub fn mark(status: Status) -> &'static str {
 
 /// The verdict legend, shared by `summary.md` and the page.
 pub const LEGEND: &str = "✅ holds: the whole 95% interval is within the limit · ⚠️ at risk: the estimate is within the limit, the interval reaches past it · ❌ broken: the estimate is past the limit";
+
+/// A bench side's creates/s with its interval over the runs: `13,419/s (95%: 13,100/s –
+/// 13,700/s over 5 runs)`; one run has no interval and says so rather than drawing none.
+pub fn bench_rate(mean: f64, iv: Option<&crate::stats::MeanInterval>) -> String {
+    let rate = |v: f64| format!("{}/s", crate::format::thousands(v));
+    match iv.and_then(|i| i.bounds().map(|b| (i.n, b))) {
+        Some((n, (lo, hi))) => format!(
+            "{} (95%: {} over {n} runs)",
+            rate(mean),
+            crate::format::interval(lo, hi, rate)
+        ),
+        None => format!("{} (one run: no interval)", rate(mean)),
+    }
+}
+
+/// The engine's share of its baseline from the paired runs: `0.91 of the baseline (95%: 0.88 –
+/// 0.94)`.
+pub fn bench_ratio(iv: &crate::stats::MeanInterval) -> String {
+    let f = |v: f64| crate::format::significant(v, 3);
+    match iv.bounds() {
+        Some((lo, hi)) => format!(
+            "{} of the baseline (95%: {})",
+            f(iv.mean),
+            crate::format::interval(lo, hi, f)
+        ),
+        None => format!("{} of the baseline (one pair: no interval)", f(iv.mean)),
+    }
+}

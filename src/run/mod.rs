@@ -465,6 +465,7 @@ pub fn summarise(scenarios: Vec<ScenarioResult>, bench: Option<BenchResults>) ->
         comparison: None,
         broken_budgets,
         bench,
+        load: None,
         interrupted,
         whatif,
     }

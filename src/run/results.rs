@@ -13,9 +13,10 @@ use crate::settings::Budget;
 // results from here alone and know nothing of the simulator (tests/settings.rs).
 pub use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
 pub use crate::sim::timeline::{TimelineEvent, TimelineReport};
+use crate::stats::{MeanInterval, Spread};
 use crate::traffic::RetryDelay;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// Version of `summary.json`; bump it when a field changes meaning or goes away.
 /// 2: `decision` (the report's headline), per-scenario `kind` and `decision`, `comparison`
@@ -42,6 +43,9 @@ pub struct Summary {
     pub stores: Vec<StoreRow>,
     /// `idemcalc bench --format json` results, when `--bench` was given.
     pub bench: Option<BenchResults>,
+    /// `idemcalc load --format json` results, when `--load` was given.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub load: Option<LoadResults>,
     /// A run was stopped by Ctrl-C: its figures cover only part of the simulated time.
     pub interrupted: bool,
     /// Where the report's what-if panel starts. Only the page shows it, and it can be rebuilt
@@ -255,8 +259,9 @@ pub struct BrokenBudget {
     pub unit: &'static str,
 }
 
-/// Engine throughput from `idemcalc bench --format json`. Only the fields the report draws are
-/// read; anything else in the file is ignored, so the bench may grow without breaking this.
+/// Engine throughput from `idemcalc bench --format json`, one row per bench file (SQLite,
+/// PostgreSQL, Redis side by side). Only the fields the report draws are read; anything else in
+/// a file is ignored, so the bench may grow without breaking this.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct BenchResults {
     pub results: Vec<BenchRow>,
@@ -265,19 +270,92 @@ pub struct BenchResults {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct BenchRow {
-    /// Store or configuration name.
+    /// Store or configuration name; a bench file names itself by its `commit_mode`
+    /// (`sqlite:per_transaction`), read in its place when this is empty.
     #[serde(alias = "store")]
     pub name: String,
+    /// The engine's creates/s, the mean over the bench's runs.
     pub creates_per_s: Option<f64>,
     /// The same creates without the idempotency layer.
     pub baseline_creates_per_s: Option<f64>,
     pub overhead_ratio: Option<f64>,
     pub p50_us: Option<f64>,
     pub p99_us: Option<f64>,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub commit_mode: String,
+    /// Each side's spread over the runs, with the mean's 95 % interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub engine_summary: Option<BenchSide>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub baseline_summary: Option<BenchSide>,
+    /// Engine over baseline from the paired runs, with its 95 % interval.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ratio: Option<MeanInterval>,
+    /// The store's physical limit measured before the runs.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ceiling: Option<BenchCeiling>,
+    /// Why the bench's own figures should not be trusted yet (wide spread, a loaded machine).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+    /// The engine's latency over all runs, when the row gives no `p50_us`/`p99_us`.
+    #[serde(skip_serializing)]
+    pub latency_us: Option<BenchLatency>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BenchSide {
+    pub creates_per_s: Spread,
+    pub creates_per_s_ci95: Option<MeanInterval>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BenchCeiling {
+    /// `flushes`, `commits` or `round trips`.
+    pub unit: String,
+    pub per_s: f64,
+    pub per_create: f64,
+    pub creates_per_s: f64,
+    pub engine_share: f64,
+    /// What qualifies the figure, e.g. that commits at synchronous=normal do not flush.
+    pub note: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct BenchLatency {
+    pub p50: f64,
+    pub p99: f64,
+}
+
+impl BenchRow {
+    /// Fills what a bench file gives under other names: its name from the commit mode, the
+    /// latency from `latency_us`.
+    fn settle(mut self) -> Self {
+        if self.name.is_empty() {
+            self.name = self.commit_mode.clone();
+        }
+        if let Some(l) = self.latency_us {
+            self.p50_us = self.p50_us.or(Some(l.p50));
+            self.p99_us = self.p99_us.or(Some(l.p99));
+        }
+        self
+    }
 }
 
 impl BenchResults {
-    /// Reads a bench JSON file: an object with `results`, a list of rows, or a single row.
+    /// Reads bench JSON files, each an object with `results`, a list of rows, or a single
+    /// row (what `idemcalc bench --format json` writes), in the order given.
+    pub fn from_paths(paths: &[PathBuf]) -> anyhow::Result<Self> {
+        let mut results = Vec::new();
+        for p in paths {
+            results.extend(Self::from_path(p)?.results);
+        }
+        Ok(BenchResults { results })
+    }
+
+    /// Reads one bench JSON file.
     pub fn from_path(path: &Path) -> anyhow::Result<Self> {
         use anyhow::Context;
         let text = crate::input::read_limited(path)
@@ -300,6 +378,7 @@ impl BenchResults {
             .enumerate()
             .map(|(i, row)| {
                 serde_json::from_value::<BenchRow>(row)
+                    .map(BenchRow::settle)
                     .with_context(|| format!("{}: result {}", path.display(), i + 1))
             })
             .collect::<Result<Vec<_>, _>>()?;
@@ -310,6 +389,142 @@ impl BenchResults {
             );
         }
         Ok(BenchResults { results })
+    }
+}
+
+/// What `idemcalc load --format json` (or `load --out`) wrote, one row per file: a live
+/// service's speed and its idempotency checked from outside. Only the fields the report shows
+/// are read; the rest of a file is ignored.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct LoadResults {
+    pub results: Vec<LoadRow>,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadRow {
+    /// The file as given on the command line.
+    pub file: String,
+    pub run: LoadRunEcho,
+    pub achieved_rate_per_s: f64,
+    pub creates_per_s: f64,
+    pub duplicate_labels: u64,
+    pub duplicates_per_day: LoadFigure,
+    pub unexpected_422: u64,
+    pub stuck_intents: u64,
+    pub dropped_intents: u64,
+    pub replays: u64,
+    pub error_share: f64,
+    pub retry_distribution_covered: f64,
+    /// Per outcome (`first_run`, `replay`, `conflict`, `error`, `timeout`), in ms from each
+    /// attempt's intended start.
+    pub latency_ms: std::collections::BTreeMap<String, LoadLatency>,
+    pub budgets: Vec<LoadVerdict>,
+    pub ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invoice: Option<LoadInvoice>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prediction: Option<LoadPrediction>,
+}
+
+/// `load --carrier-invoice`: labels the carrier billed twice for the run's orders.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadInvoice {
+    pub lines: u64,
+    pub duplicate_purchases: u64,
+    pub duplicates_per_day: LoadFigure,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadRunEcho {
+    pub url: String,
+    pub method: String,
+    pub path: String,
+    pub rate_per_s: f64,
+    pub arrivals: String,
+    pub duration_s: f64,
+    pub interrupted_after_s: Option<f64>,
+    pub time_scale: f64,
+    pub seed: u64,
+}
+
+/// A figure with its 95 % interval as a JSON file holds it: an end that could not be computed
+/// was written as `null` and reads as NaN, which the report says rather than prints.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadFigure {
+    pub estimate: Option<f64>,
+    pub ci95_low: Option<f64>,
+    pub ci95_high: Option<f64>,
+}
+
+impl LoadFigure {
+    /// `(estimate, low, high)`, NaN where the file had none.
+    pub fn values(&self) -> (f64, f64, f64) {
+        let v = |x: Option<f64>| x.unwrap_or(f64::NAN);
+        (v(self.estimate), v(self.ci95_low), v(self.ci95_high))
+    }
+}
+
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadLatency {
+    pub count: u64,
+    pub p50: f64,
+    pub p90: f64,
+    pub p99: f64,
+    pub p999: f64,
+    pub max: f64,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadVerdict {
+    pub budget: String,
+    pub limit: f64,
+    pub measured: f64,
+    pub ok: bool,
+}
+
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(default)]
+pub struct LoadPrediction {
+    pub retention: String,
+    pub carrier_window: String,
+    pub duplicates_per_day: LoadFigure,
+    pub agrees: bool,
+    pub command: String,
+}
+
+impl LoadResults {
+    /// Reads `load` JSON files in the order given; each error names its file.
+    pub fn from_paths(paths: &[PathBuf]) -> anyhow::Result<Self> {
+        use anyhow::Context;
+        let mut results = Vec::new();
+        for path in paths {
+            let text = crate::input::read_limited(path)
+                .with_context(|| format!("{}: cannot read the load result", path.display()))?;
+            let value: serde_json::Value = serde_json::from_str(&text)
+                .with_context(|| format!("{}: not JSON", path.display()))?;
+            if value.get("achieved_rate_per_s").is_none() {
+                anyhow::bail!(
+                    "{}: no `achieved_rate_per_s`; is this the JSON of `idemcalc load --format json`?",
+                    path.display()
+                );
+            }
+            let mut row: LoadRow = serde_json::from_value(value)
+                .with_context(|| format!("{}: not the JSON of `idemcalc load`", path.display()))?;
+            row.file = path.display().to_string();
+            results.push(row);
+        }
+        Ok(LoadResults { results })
+    }
+
+    /// Budget checks the load results hold.
+    pub fn checked(&self) -> usize {
+        self.results.iter().map(|r| r.budgets.len()).sum()
     }
 }
 

@@ -481,3 +481,26 @@ pub fn listening_url(child: &mut std::process::Child) -> Option<String> {
         .strip_prefix("listening on ")
         .map(str::to_string)
 }
+
+/// A server process killed when the test ends, however it ends.
+pub struct Killed(pub std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// `idemcalc ARGS…` (a server started with `--listen 127.0.0.1:0`), once it listens: the
+/// process and its URL.
+pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let base = listening_url(&mut child).unwrap_or_else(|| panic!("no listening line: {args:?}"));
+    (Killed(child), base)
+}

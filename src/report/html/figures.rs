@@ -7,7 +7,7 @@ use crate::format::{
     human_bytes, human_count, human_duration, latency, percent, rate_per_s, significant, thousands,
 };
 use crate::report::charts::{self, Bar, KeyLine, RatePalette, Window};
-use crate::run::results::{BenchResults, Summary, WhatIfStart};
+use crate::run::results::{BenchResults, BenchSide, Summary, WhatIfStart};
 use serde::Serialize;
 
 #[derive(Debug, Clone, Serialize)]
@@ -196,14 +196,26 @@ fn bytes_chart(summary: &Summary, start: &WhatIfStart, palette: &RatePalette) ->
     })
 }
 
-/// Engine throughput from `idemcalc bench`, with and without keys, against the peak rate.
+/// Engine throughput from `idemcalc bench`, with and without keys, each side's mean with its
+/// 95 % interval over the runs, against the store's measured ceiling and the peak rate.
 fn bench_chart(bench: &BenchResults, start: &WhatIfStart, palette: &RatePalette) -> ChartView {
-    let bars = bench_bars(bench, palette.colour(start.params.rate_per_s));
+    let (bars, rows) = bench_bars(bench, palette.colour(start.params.rate_per_s));
     let peak = start.params.peak_rate_per_s;
+    let warnings: Vec<String> = bench
+        .results
+        .iter()
+        .flat_map(|r| r.warnings.iter().map(move |w| format!("{}: {w}", r.name)))
+        .collect();
+    let mut note = "Creates per second the engine sustained in `idemcalc bench`, with the idempotency layer and without it (the bare SQL it runs): each bar is the mean over the bench's alternating runs and its whisker the mean's 95% interval, so two bars whose whiskers overlap may not differ. The ceiling bar is the store's own limit measured before the runs (flushes or round trips per second over those one create needs). The red line is the peak rate the store must take.".to_string();
+    for w in &warnings {
+        note.push(' ');
+        note.push_str(w);
+        note.push('.');
+    }
     ChartView {
         table: Some(DataTable {
-            head: vec!["Run", "Creates per second"],
-            rows: bars.iter().map(|b| vec![b.label.clone(), b.text.clone()]).collect(),
+            head: vec!["Run", "Creates per second (95% interval)", "Against"],
+            rows,
         }),
         id: "chart-bench",
         title: "Engine throughput (from idemcalc bench)".into(),
@@ -216,53 +228,101 @@ fn bench_chart(bench: &BenchResults, start: &WhatIfStart, palette: &RatePalette)
             reference: Some((peak, format!("peak {}", rate_per_s(peak)))),
             width: 1000,
         }),
-        note: "Creates per second the engine sustained in `idemcalc bench`, with the idempotency layer and without it; the red line is the peak rate the store must take.".into(),
+        note,
     }
 }
 
-fn bench_bars(bench: &BenchResults, colour: charts::Rgb) -> Vec<Bar> {
+/// The bars, and the table beside them: each bar's name, its rate with the interval, and what
+/// it is measured against.
+fn bench_bars(bench: &BenchResults, colour: charts::Rgb) -> (Vec<Bar>, Vec<Vec<String>>) {
+    use crate::report::vocabulary::{bench_rate, bench_ratio};
+    let interval = |s: Option<&BenchSide>| {
+        s.and_then(|s| s.creates_per_s_ci95)
+            .and_then(|i| i.bounds())
+    };
+    let ci = |s: Option<&BenchSide>| s.and_then(|s| s.creates_per_s_ci95);
     let mut bars = Vec::new();
+    let mut rows = Vec::new();
+    let mut push = |bar: Bar, against: String| {
+        rows.push(vec![bar.label.clone(), bar.hover.clone(), against]);
+        bars.push(bar);
+    };
     for row in &bench.results {
         if let Some(v) = row.creates_per_s {
-            bars.push(Bar {
-                label: format!("{} with keys", row.name),
-                value: v,
-                interval: None,
-                colour,
-                hover: format!(
-                    "{}: {} creates/s with keys{}{}",
-                    row.name,
-                    thousands(v),
-                    row.p50_us
-                        .map(|p| format!(", p50 {}", latency(p.round() as u64)))
-                        .unwrap_or_default(),
-                    row.p99_us
-                        .map(|p| format!(", p99 {}", latency(p.round() as u64)))
-                        .unwrap_or_default()
+            let latency_text = format!(
+                "{}{}",
+                row.p50_us
+                    .map(|p| format!(", p50 {}", latency(p.round() as u64)))
+                    .unwrap_or_default(),
+                row.p99_us
+                    .map(|p| format!(", p99 {}", latency(p.round() as u64)))
+                    .unwrap_or_default()
+            );
+            let (short, against) = match (&row.ratio, row.overhead_ratio) {
+                (Some(r), _) => (
+                    format!(" ({}× the bare SQL)", significant(r.mean, 3)),
+                    bench_ratio(r),
                 ),
-                text: format!(
-                    "{}/s{}",
-                    thousands(v),
-                    row.overhead_ratio
-                        .map(|o| format!(" (×{} overhead)", significant(o, 3)))
-                        .unwrap_or_default()
-                ),
-            });
+                (None, Some(o)) => {
+                    let t = format!("×{} overhead", significant(o, 3));
+                    (format!(" ({t})"), t)
+                }
+                (None, None) => (String::new(), String::new()),
+            };
+            push(
+                Bar {
+                    label: format!("{} with keys", row.name),
+                    value: v,
+                    interval: interval(row.engine_summary.as_ref()),
+                    colour,
+                    hover: format!(
+                        "{}{latency_text}",
+                        bench_rate(v, ci(row.engine_summary.as_ref()).as_ref())
+                    ),
+                    text: format!("{}/s{short}", thousands(v)),
+                },
+                against,
+            );
         }
         if let Some(v) = row.baseline_creates_per_s {
-            bars.push(Bar {
-                label: format!("{} without keys", row.name),
-                value: v,
-                interval: None,
-                colour: charts::MUTED,
-                hover: format!(
-                    "{}: {} creates/s without the idempotency layer",
-                    row.name,
-                    thousands(v)
+            push(
+                Bar {
+                    label: format!("{} without keys", row.name),
+                    value: v,
+                    interval: interval(row.baseline_summary.as_ref()),
+                    colour: charts::MUTED,
+                    hover: bench_rate(v, ci(row.baseline_summary.as_ref()).as_ref()),
+                    text: format!("{}/s", thousands(v)),
+                },
+                "the bare SQL the engine runs".into(),
+            );
+        }
+        if let Some(c) = &row.ceiling {
+            push(
+                Bar {
+                    label: format!("{} ceiling", row.name),
+                    value: c.creates_per_s,
+                    interval: None,
+                    colour: charts::MUTED,
+                    hover: format!(
+                        "{}/s: {} {} per second ÷ {} per create",
+                        thousands(c.creates_per_s),
+                        thousands(c.per_s),
+                        c.unit,
+                        significant(c.per_create, 3)
+                    ),
+                    text: format!("{}/s", thousands(c.creates_per_s)),
+                },
+                format!(
+                    "the engine reaches {} of it{}",
+                    percent(c.engine_share),
+                    c.note
+                        .as_deref()
+                        .map(|n| format!(" ({n})"))
+                        .unwrap_or_default()
                 ),
-                text: format!("{}/s", thousands(v)),
-            });
+            );
         }
     }
-    bars
+    (bars, rows)
 }

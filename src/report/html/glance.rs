@@ -13,18 +13,17 @@ use serde::Serialize;
 
 /// The line under the title: how many budget checks broke, or that all hold.
 pub(super) fn verdict(summary: &Summary) -> (String, &'static str) {
+    let load = summary.load.as_ref();
     let checked: usize = summary
         .scenarios
         .iter()
         .map(|s| s.runs.iter().map(|r| r.verdicts.len()).sum::<usize>())
-        .sum();
-    if !summary.broken_budgets.is_empty() {
+        .sum::<usize>()
+        + load.map_or(0, |l| l.checked());
+    let broken = crate::report::broken_lines(summary).len();
+    if broken > 0 {
         (
-            format!(
-                "{} of {} budget checks broken",
-                summary.broken_budgets.len(),
-                checked
-            ),
+            format!("{broken} of {checked} budget checks broken"),
             "broken",
         )
     } else if checked > 0 {

@@ -17,6 +17,7 @@
 mod comparison;
 mod figures;
 mod glance;
+mod load;
 mod runs;
 mod scenarios;
 mod script;
@@ -67,6 +68,8 @@ struct Page {
     comparison: Option<comparison::ComparisonView>,
     whatif: whatif::WhatIf,
     charts: Vec<figures::ChartView>,
+    /// `report --load`: each live-service run.
+    loads: Vec<load::LoadView>,
     scenarios: Vec<scenarios::ScenarioView>,
     formulas: Vec<(String, String, String)>,
     stamp: super::RunStamp,
@@ -94,11 +97,7 @@ pub fn render(summary: &Summary, stamp: &super::RunStamp) -> Result<String, Html
         subtitle: subtitle(summary),
         verdict,
         verdict_class,
-        broken: summary
-            .broken_budgets
-            .iter()
-            .map(|b| b.describe())
-            .collect(),
+        broken: super::broken_lines(summary),
         decision: glance::decision(summary),
         legend: glance::PAGE_LEGEND,
         sizing_rows: glance::rows(summary, ScenarioKind::Sizing),
@@ -109,6 +108,7 @@ pub fn render(summary: &Summary, stamp: &super::RunStamp) -> Result<String, Html
         comparison: summary.comparison.as_ref().map(comparison::view),
         whatif: whatif::panel(start, &palette, &sim_points),
         charts: figures::charts(summary, start, &palette),
+        loads: load::views(summary.load.as_ref()),
         scenarios: summary
             .scenarios
             .iter()

@@ -1,0 +1,185 @@
+//! A live service's run (`report --load`, the JSON `idemcalc load` wrote) in words, written
+//! once for the page and `summary.md`: what was sent, what was checked from outside, the
+//! latency per outcome and the budgets.
+
+use crate::format::{estimate_interval, percent, rate_per_s, significant, thousands};
+use crate::run::results::{LoadFigure, LoadResults, LoadRow};
+use serde::Serialize;
+
+/// The outcomes in the order a reader looks for them.
+const OUTCOMES: [&str; 5] = ["first_run", "replay", "conflict", "error", "timeout"];
+
+/// One load result as rows of text.
+#[derive(Debug, Clone, Serialize)]
+pub struct LiveRows {
+    /// `POST http://…/labels at 400/s (poisson) for 1m`.
+    pub title: String,
+    pub file: String,
+    pub ok: bool,
+    /// (check, value).
+    pub checks: Vec<(String, String)>,
+    /// outcome, count, p50, p90, p99, p99.9, max (ms).
+    pub latency: Vec<Vec<String>>,
+    /// budget, limit, measured, verdict.
+    pub budgets: Vec<Vec<String>>,
+}
+
+/// A count's per-day figure as `simulate` writes it: `none seen, ≤ X` for zero.
+fn per_day(f: &LoadFigure) -> String {
+    let (e, lo, hi) = f.values();
+    let sig = |v: f64| super::vocabulary::show(super::vocabulary::Quantity::PerDay, v);
+    let range = estimate_interval(e, lo, hi, sig);
+    if e == 0.0 || !e.is_finite() {
+        range
+    } else {
+        format!("{} ({range})", sig(e))
+    }
+}
+
+fn ms(v: f64) -> String {
+    significant(v, 3)
+}
+
+pub fn rows(r: &LoadRow) -> LiveRows {
+    let run = &r.run;
+    let mut title = format!(
+        "{} {}{} at {} ({} arrivals) for {}",
+        run.method,
+        run.url.trim_end_matches('/'),
+        run.path,
+        rate_per_s(run.rate_per_s),
+        run.arrivals,
+        crate::format::human_duration(run.duration_s)
+    );
+    if run.time_scale != 1.0 {
+        title.push_str(&format!(", time scale {}", significant(run.time_scale, 4)));
+    }
+    let mut checks = vec![
+        (
+            "duplicate labels".to_string(),
+            format!(
+                "{}: {} at the asked rate (95%)",
+                thousands(r.duplicate_labels as f64),
+                per_day(&r.duplicates_per_day)
+            ),
+        ),
+        ("unexpected 422".into(), thousands(r.unexpected_422 as f64)),
+        (
+            "stuck intents (no 2xx)".into(),
+            thousands(r.stuck_intents as f64),
+        ),
+        ("replays".into(), thousands(r.replays as f64)),
+        (
+            "rate achieved".into(),
+            format!(
+                "{} of {} asked ({} dropped); {} first runs",
+                rate_per_s(r.achieved_rate_per_s),
+                rate_per_s(run.rate_per_s),
+                thousands(r.dropped_intents as f64),
+                rate_per_s(r.creates_per_s)
+            ),
+        ),
+        ("error share".into(), percent(r.error_share)),
+        (
+            "retry distribution covered".into(),
+            percent(r.retry_distribution_covered),
+        ),
+    ];
+    if let Some(i) = &r.invoice {
+        checks.push((
+            "labels bought twice (the carrier's invoice)".into(),
+            format!(
+                "{} of {} lines: {} at the asked rate (95%)",
+                thousands(i.duplicate_purchases as f64),
+                thousands(i.lines as f64),
+                per_day(&i.duplicates_per_day)
+            ),
+        ));
+    }
+    if let Some(p) = &r.prediction {
+        checks.push((
+            format!(
+                "simulate's prediction (retention {}, carrier window {})",
+                p.retention, p.carrier_window
+            ),
+            format!(
+                "{}: {}",
+                per_day(&p.duplicates_per_day),
+                if p.agrees {
+                    "agrees with the count"
+                } else {
+                    "does not agree with the count"
+                }
+            ),
+        ));
+    }
+    if let Some(after) = run.interrupted_after_s {
+        checks.push((
+            "interrupted".into(),
+            format!(
+                "Ctrl-C after {}: the figures cover that part",
+                crate::format::human_duration(after)
+            ),
+        ));
+    }
+    let latency = OUTCOMES
+        .iter()
+        .filter_map(|o| r.latency_ms.get(*o).map(|p| (o, p)))
+        .filter(|(_, p)| p.count > 0)
+        .map(|(o, p)| {
+            vec![
+                o.to_string(),
+                thousands(p.count as f64),
+                ms(p.p50),
+                ms(p.p90),
+                ms(p.p99),
+                ms(p.p999),
+                ms(p.max),
+            ]
+        })
+        .collect();
+    let budgets = r
+        .budgets
+        .iter()
+        .map(|v| {
+            vec![
+                v.budget.clone(),
+                significant(v.limit, 3),
+                significant(v.measured, 3),
+                if v.ok { "ok" } else { "broken" }.to_string(),
+            ]
+        })
+        .collect();
+    LiveRows {
+        title,
+        file: r.file.clone(),
+        ok: r.ok,
+        checks,
+        latency,
+        budgets,
+    }
+}
+
+/// The latency table's head.
+pub const LATENCY_HEAD: [&str; 7] = ["outcome", "count", "p50", "p90", "p99", "p99.9", "max"];
+/// The budgets table's head.
+pub const BUDGETS_HEAD: [&str; 4] = ["budget", "limit", "measured", "verdict"];
+
+/// `file (load): budget: measured > limit` for every broken load budget, in file order: what
+/// the page's verdict, `summary.md` and the report's stderr list.
+pub fn broken(load: &LoadResults) -> Vec<String> {
+    load.results
+        .iter()
+        .flat_map(|r| {
+            r.budgets.iter().filter(|v| !v.ok).map(move |v| {
+                format!(
+                    "{} (load): {}: {} > {}",
+                    r.file,
+                    v.budget,
+                    significant(v.measured, 3),
+                    significant(v.limit, 3)
+                )
+            })
+        })
+        .collect()
+}
