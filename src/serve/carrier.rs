@@ -122,7 +122,11 @@ async fn buy(
         },
         app.clock.now_ms(),
     );
-    tokio::time::sleep(app.clock.wall(reply.latency_ms)).await;
+    // A zero sleep would still wait for the timer's next millisecond tick.
+    let latency = app.clock.wall(reply.latency_ms);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
     match reply.result {
         CarrierResult::Label { label, replayed } => {
             let mut r = (StatusCode::CREATED, Json(label)).into_response();

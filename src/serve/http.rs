@@ -324,8 +324,14 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
         CarrierCall::Answered(reply) => {
             // The service waits for the carrier at most its timeout; past it the engine
             // answers 503.
-            let waited = reply.latency_ms.min(app.engine.carrier_timeout_ms + 1);
-            tokio::time::sleep(app.clock.wall(waited)).await;
+            let waited = app
+                .clock
+                .wall(reply.latency_ms.min(app.engine.carrier_timeout_ms + 1));
+            // tokio's timer ticks by the millisecond: a zero sleep still waits for the next
+            // tick, a millisecond added to every request of a carrier that answers at once.
+            if !waited.is_zero() {
+                tokio::time::sleep(waited).await;
+            }
             reply
         }
         CarrierCall::Remote(key) => remote_purchase(&app, key.as_deref(), &attempt).await,
