@@ -279,61 +279,36 @@ impl LoadReport {
         let c = &self.counts;
         let rows = vec![
             row("duplicate labels", thousands(self.duplicate_labels as f64)),
-            row("duplicates per day at the asked rate (95 %)", {
-                // One way to write an interval, `simulate`'s and the page's: a count of
-                // zero is "none seen, ≤ high", not "0 (0 – high)".
-                let d = &self.duplicates_per_day;
-                let range =
-                    crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
-                if d.estimate == 0.0 {
-                    range
-                } else {
-                    format!("{} ({range})", sig(d.estimate))
-                }
-            }),
+            row(
+                "duplicates per day at the asked rate (95 %)",
+                with_interval(&self.duplicates_per_day),
+            ),
         ];
         let mut rows = rows;
         if let Some(i) = &self.invoice {
-            let d = &i.duplicates_per_day;
-            let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
             rows.push(row(
                 "labels bought twice, on the carrier's invoice (per day, 95 %)",
                 format!(
                     "{} of {} lines: {}",
                     thousands(i.duplicate_purchases as f64),
                     thousands(i.lines as f64),
-                    if d.estimate == 0.0 {
-                        range
-                    } else {
-                        format!("{} ({range})", sig(d.estimate))
-                    }
+                    with_interval(&i.duplicates_per_day)
                 ),
             ));
         }
         if let Some(p) = &self.prediction {
-            let d = &p.duplicates_per_day;
-            let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
             rows.push(row(
                 &format!(
                     "simulate's prediction (retention {}, carrier window {}, 95 %)",
                     p.retention, p.carrier_window
                 ),
                 format!(
-                    "{}{}: {}",
-                    if d.estimate == 0.0 {
-                        String::new()
-                    } else {
-                        format!("{} ", sig(d.estimate))
-                    },
-                    if d.estimate == 0.0 {
-                        range
-                    } else {
-                        format!("({range})")
-                    },
+                    "{}: {}",
+                    with_interval(&p.duplicates_per_day),
                     if p.agrees {
                         "agrees with the count"
                     } else {
-                        "does not agree with the count: one lies outside the other's 95 % interval"
+                        "does not agree with the count: their difference is wider than both intervals allow"
                     }
                 ),
             ));
@@ -563,6 +538,17 @@ fn row(name: &str, value: String) -> Vec<String> {
 
 fn ms(v: f64) -> String {
     crate::format::significant(v, 3)
+}
+
+/// A per-day figure with its interval, written one way for every row: `simulate`'s and the
+/// page's, where a count of zero is "none seen, ≤ high", not "0 (0 – high)".
+fn with_interval(d: &Figure) -> String {
+    let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
+    if d.estimate == 0.0 {
+        range
+    } else {
+        format!("{} ({range})", sig(d.estimate))
+    }
 }
 
 fn sig(v: f64) -> String {
