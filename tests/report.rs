@@ -412,21 +412,12 @@ fn bench_results_add_the_throughput_chart() {
     )
     .unwrap();
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(BIN)
-        .args(["report", "--quiet", "--scenarios"])
-        .arg(dir.path())
-        .arg("--out")
-        .arg(out.path())
-        .arg("--bench")
-        .arg(&bench)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
+    let o = report_with(
+        dir.path(),
+        out.path(),
+        &["--bench", bench.to_str().unwrap()],
     );
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     assert!(html.contains("Engine throughput"));
     assert!(html.contains("sqlite with keys"));
@@ -483,23 +474,9 @@ fn a_real_bench_run_is_drawn_with_its_intervals() {
     );
 
     let out = tempfile::tempdir().unwrap();
-    let o = Command::new(BIN)
-        .args(["report", "--quiet", "--scenarios"])
-        .arg(dir.path())
-        .arg("--out")
-        .arg(out.path())
-        .args(["--bench"])
-        .arg(&bench)
-        .args(["--bench"])
-        .arg(&bench)
-        .output()
-        .unwrap();
-    assert_eq!(
-        o.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let file = bench.to_str().unwrap();
+    let o = report_with(dir.path(), out.path(), &["--bench", file, "--bench", file]);
+    assert_eq!(o.code, 0, "{}", o.stderr);
     let html = std::fs::read_to_string(out.path().join("index.html")).unwrap();
     // Named by its commit mode; both files drawn.
     assert!(html.matches("sqlite:per_transaction with keys").count() >= 2);

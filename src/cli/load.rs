@@ -300,11 +300,7 @@ impl LoadArgs {
         let attempts = cfg.max_attempts.to_string();
         let callers = cfg.callers.len().max(1).to_string();
         let seed = cfg.seed.to_string();
-        let policy = match cfg.key_policy {
-            KeyPolicy::Derived => "derived",
-            KeyPolicy::RandomSaved => "random_saved",
-            KeyPolicy::NewPerAttempt => "new_per_attempt",
-        };
+        let policy = cfg.key_policy.name();
         let mut pairs: Vec<(KnobId, &str)> = vec![
             (KnobId::Retention, retention),
             (KnobId::RatePerS, &rate),
@@ -312,7 +308,7 @@ impl LoadArgs {
             (KnobId::DoneFraction, "1"),
             (KnobId::Deadline, &deadline),
             (KnobId::MaxAttempts, &attempts),
-            (KnobId::KeyPolicy, policy),
+            (KnobId::KeyPolicy, &policy),
             (KnobId::Callers, &callers),
             (KnobId::Seed, &seed),
         ];
@@ -359,24 +355,15 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let mut report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
     bar.finish_and_clear();
     if let Some(url) = &invoice {
-        let intents = report.counts.intents_started;
-        let rate = cfg.rate_per_s;
-        let check = load::invoice::reconcile(url, cfg.first_order, intents, |n| {
-            load::summary::per_day_at_rate(n, intents, rate)
-        })?;
-        report.add_invoice(check, cfg.budgets.duplicate_labels);
+        let count = load::invoice::reconcile(url, cfg.first_order, report.counts.intents_started)?;
+        report.add_invoice(count, cfg.budgets.duplicate_labels);
     }
     if let Some((settings, command)) = prediction {
-        let figure = load::predict::simulate(&settings)?;
-        report.prediction = Some(load::predict::Prediction {
-            retention: crate::duration::format_secs(settings.retentions()[0]),
-            carrier_window: crate::duration::format_secs(
-                settings.carrier.window_ms as f64 / 1000.0,
-            ),
-            agrees: load::predict::agree(report.duplicates_to_compare(), &figure),
-            duplicates_per_day: figure,
+        report.prediction = Some(load::predict::predict(
+            &settings,
             command,
-        });
+            report.duplicates_to_compare(),
+        )?);
     }
     let text = match args.format {
         LoadFormat::Table => report.text(),

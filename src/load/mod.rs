@@ -419,10 +419,7 @@ fn echo(cfg: &LoadConfig) -> summary::RunEcho {
         max_attempts: cfg.max_attempts,
         time_scale: cfg.time_scale,
         lose_reply_fraction: cfg.lose_reply_fraction,
-        key_policy: serde_json::to_value(cfg.key_policy)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        key_policy: cfg.key_policy.name(),
         first_order: cfg.first_order,
         callers: cfg.callers.len().max(1),
         max_in_flight: cfg.max_in_flight,

@@ -30,8 +30,21 @@ pub struct Prediction {
     pub command: String,
 }
 
+/// Runs the simulator on `settings` and sets its duplicates beside `count`, the run's own
+/// figure; `command` is the same prediction as a command line.
+pub fn predict(settings: &Settings, command: String, count: &Figure) -> anyhow::Result<Prediction> {
+    let figure = simulate(settings)?;
+    Ok(Prediction {
+        retention: crate::duration::format_secs(settings.retentions()[0]),
+        carrier_window: crate::duration::format_secs(settings.carrier.window_ms as f64 / 1000.0),
+        agrees: agree(count, &figure),
+        duplicates_per_day: figure,
+        command,
+    })
+}
+
 /// Runs the simulator on `settings` (in memory, its own seed) and returns its duplicates.
-pub fn simulate(settings: &Settings) -> anyhow::Result<Figure> {
+fn simulate(settings: &Settings) -> anyhow::Result<Figure> {
     let plan = Plan::new(settings)?;
     let stores = Stores::new(
         None,

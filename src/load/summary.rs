@@ -2,7 +2,9 @@
 //! against it (k6's thresholds: p99, error share, duplicates), and the terminal and Markdown
 //! text of the same figures.
 
+use super::invoice::InvoiceCount;
 use crate::format::{Align, percent, rate_per_s, text_table, thousands};
+use crate::report::live;
 use crate::sim::replay::{Figure, Tally};
 use hdrhistogram::Histogram;
 use serde::Serialize;
@@ -192,7 +194,7 @@ pub struct LoadReport {
     pub ok: bool,
     /// `--carrier-invoice`: the carrier's invoice reconciled with the run's intents.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub invoice: Option<super::invoice::InvoiceCheck>,
+    pub invoice: Option<InvoiceCheck>,
     /// `--retention`: `simulate`'s duplicates per day for the same settings, beside the count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prediction: Option<super::predict::Prediction>,
@@ -290,8 +292,8 @@ impl LoadReport {
                 "labels bought twice, on the carrier's invoice (per day, 95 %)",
                 format!(
                     "{} of {} lines: {}",
-                    thousands(i.duplicate_purchases as f64),
-                    thousands(i.lines as f64),
+                    thousands(i.count.duplicate_purchases as f64),
+                    thousands(i.count.lines as f64),
                     with_interval(&i.duplicates_per_day)
                 ),
             ));
@@ -305,11 +307,7 @@ impl LoadReport {
                 format!(
                     "{}: {}",
                     with_interval(&p.duplicates_per_day),
-                    if p.agrees {
-                        "agrees with the count"
-                    } else {
-                        "does not agree with the count: their difference is wider than both intervals allow"
-                    }
+                    live::agreement(p.agrees)
                 ),
             ));
         }
@@ -403,23 +401,9 @@ impl LoadReport {
             .latency_ms
             .iter()
             .filter(|(_, p)| p.count > 0)
-            .map(|(name, p)| {
-                vec![
-                    name.clone(),
-                    thousands(p.count as f64),
-                    ms(p.p50),
-                    ms(p.p90),
-                    ms(p.p99),
-                    ms(p.p999),
-                    ms(p.max),
-                ]
-            })
+            .map(|(name, p)| live::latency_row(name, p.count, [p.p50, p.p90, p.p99, p.p999, p.max]))
             .collect();
-        out.push_str(&table(
-            &["outcome", "count", "p50", "p90", "p99", "p99.9", "max"],
-            &rows,
-            md,
-        ));
+        out.push_str(&table(&live::LATENCY_HEAD, &rows, md));
         out.push_str(&self.render_lists(md));
         out
     }
@@ -477,6 +461,15 @@ fn heading(title: &str, md: bool) -> String {
     }
 }
 
+/// The carrier's invoice against the run: the count, and the same per day at the asked rate
+/// with its 95 % interval.
+#[derive(Debug, Clone, Serialize)]
+pub struct InvoiceCheck {
+    #[serde(flatten)]
+    pub count: InvoiceCount,
+    pub duplicates_per_day: Figure,
+}
+
 /// `n` events over a run of `intents` at `rate_per_s`, per day at that rate with Garwood's
 /// 95 % interval: the run stands for `intents / (rate × 1 day)` days of traffic.
 pub fn per_day_at_rate(n: u64, intents: u64, rate_per_s: f64) -> Figure {
@@ -493,11 +486,19 @@ impl LoadReport {
     /// Adds the carrier invoice's count: its own budget (the duplicates budget), and the
     /// figure a prediction is compared with, since a client cannot see a purchase the service
     /// answered with the label it already held.
-    pub fn add_invoice(&mut self, check: super::invoice::InvoiceCheck, limit: u64) {
+    pub fn add_invoice(&mut self, count: InvoiceCount, limit: u64) {
+        let check = InvoiceCheck {
+            duplicates_per_day: per_day_at_rate(
+                count.duplicate_purchases,
+                self.counts.intents_started,
+                self.run.rate_per_s,
+            ),
+            count,
+        };
         let v = verdict(
             "duplicate_purchases",
             limit as f64,
-            check.duplicate_purchases as f64,
+            check.count.duplicate_purchases as f64,
         );
         self.ok &= v.ok;
         self.budgets.push(v);
@@ -534,10 +535,6 @@ fn ok_latency_p99(latency: &BTreeMap<String, Percentiles>) -> f64 {
 
 fn row(name: &str, value: String) -> Vec<String> {
     vec![name.to_string(), value]
-}
-
-fn ms(v: f64) -> String {
-    crate::format::significant(v, 3)
 }
 
 /// A per-day figure with its interval, written one way for every row: `simulate`'s and the

@@ -2,12 +2,13 @@
 //! once for the page and `summary.md`: what was sent, what was checked from outside, the
 //! latency per outcome and the budgets.
 
-use crate::format::{estimate_interval, percent, rate_per_s, significant, thousands};
-use crate::run::results::{LoadFigure, LoadResults, LoadRow};
+use super::vocabulary::{Quantity, with_interval};
+use crate::format::{percent, rate_per_s, significant, thousands};
+use crate::run::results::{LoadFigure, LoadLatency, LoadResults, LoadRow};
 use serde::Serialize;
 
 /// The outcomes in the order a reader looks for them.
-const OUTCOMES: [&str; 5] = ["first_run", "replay", "conflict", "error", "timeout"];
+pub const OUTCOMES: [&str; 5] = ["first_run", "replay", "conflict", "error", "timeout"];
 
 /// One load result as rows of text.
 #[derive(Debug, Clone, Serialize)]
@@ -24,20 +25,34 @@ pub struct LiveRows {
     pub budgets: Vec<Vec<String>>,
 }
 
-/// A count's per-day figure as `simulate` writes it: `none seen, ≤ X` for zero.
+/// A per-day figure as the report writes every other one (`vocabulary::with_interval`).
 fn per_day(f: &LoadFigure) -> String {
-    let (e, lo, hi) = f.values();
-    let sig = |v: f64| super::vocabulary::show(super::vocabulary::Quantity::PerDay, v);
-    let range = estimate_interval(e, lo, hi, sig);
-    if e == 0.0 || !e.is_finite() {
-        range
+    with_interval(Quantity::PerDay, &f.figure())
+}
+
+/// One outcome's latency row in milliseconds, under [`LATENCY_HEAD`]: what `load` prints and
+/// what the report shows of its JSON.
+pub fn latency_row(outcome: &str, count: u64, ms: [f64; 5]) -> Vec<String> {
+    let mut row = vec![outcome.to_string(), thousands(count as f64)];
+    row.extend(ms.iter().map(|v| significant(*v, 3)));
+    row
+}
+
+/// Whether the count agrees with `simulate`'s prediction (`load::predict::agree`), in words.
+pub fn agreement(agrees: bool) -> &'static str {
+    if agrees {
+        "agrees with the count"
     } else {
-        format!("{} ({range})", sig(e))
+        "does not agree with the count: their difference is wider than both intervals allow"
     }
 }
 
-fn ms(v: f64) -> String {
-    significant(v, 3)
+/// A result's outcomes that were seen, in [`OUTCOMES`] order, with their latency.
+pub fn outcomes_seen(r: &LoadRow) -> impl Iterator<Item = (&'static str, &LoadLatency)> {
+    OUTCOMES
+        .iter()
+        .filter_map(|o| r.latency_ms.get(*o).map(|p| (*o, p)))
+        .filter(|(_, p)| p.count > 0)
 }
 
 pub fn rows(r: &LoadRow) -> LiveRows {
@@ -105,11 +120,7 @@ pub fn rows(r: &LoadRow) -> LiveRows {
             format!(
                 "{}: {}",
                 per_day(&p.duplicates_per_day),
-                if p.agrees {
-                    "agrees with the count"
-                } else {
-                    "does not agree with the count"
-                }
+                agreement(p.agrees)
             ),
         ));
     }
@@ -122,21 +133,8 @@ pub fn rows(r: &LoadRow) -> LiveRows {
             ),
         ));
     }
-    let latency = OUTCOMES
-        .iter()
-        .filter_map(|o| r.latency_ms.get(*o).map(|p| (o, p)))
-        .filter(|(_, p)| p.count > 0)
-        .map(|(o, p)| {
-            vec![
-                o.to_string(),
-                thousands(p.count as f64),
-                ms(p.p50),
-                ms(p.p90),
-                ms(p.p99),
-                ms(p.p999),
-                ms(p.max),
-            ]
-        })
+    let latency = outcomes_seen(r)
+        .map(|(o, p)| latency_row(o, p.count, [p.p50, p.p90, p.p99, p.p999, p.max]))
         .collect();
     let budgets = r
         .budgets

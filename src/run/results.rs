@@ -461,10 +461,16 @@ pub struct LoadFigure {
 }
 
 impl LoadFigure {
-    /// `(estimate, low, high)`, NaN where the file had none.
-    pub fn values(&self) -> (f64, f64, f64) {
+    /// The figure as every other figure of the report, NaN where the file had none (so it is
+    /// written without an interval rather than with a made-up one).
+    pub fn figure(&self) -> Figure {
         let v = |x: Option<f64>| x.unwrap_or(f64::NAN);
-        (v(self.estimate), v(self.ci95_low), v(self.ci95_high))
+        Figure {
+            estimate: v(self.estimate),
+            ci95_low: v(self.ci95_low),
+            ci95_high: v(self.ci95_high),
+            analytic: f64::NAN,
+        }
     }
 }
 

@@ -236,11 +236,8 @@ fn bench_chart(bench: &BenchResults, start: &WhatIfStart, palette: &RatePalette)
 /// it is measured against.
 fn bench_bars(bench: &BenchResults, colour: charts::Rgb) -> (Vec<Bar>, Vec<Vec<String>>) {
     use crate::report::vocabulary::{bench_rate, bench_ratio};
-    let interval = |s: Option<&BenchSide>| {
-        s.and_then(|s| s.creates_per_s_ci95)
-            .and_then(|i| i.bounds())
-    };
     let ci = |s: Option<&BenchSide>| s.and_then(|s| s.creates_per_s_ci95);
+    let interval = |s: Option<&BenchSide>| ci(s).and_then(|i| i.bounds());
     let mut bars = Vec::new();
     let mut rows = Vec::new();
     let mut push = |bar: Bar, against: String| {

@@ -24,15 +24,12 @@ pub(super) fn views(load: Option<&LoadResults>) -> Vec<LoadView> {
         .iter()
         .map(|r| {
             // p99 per outcome, its p50 in the text: the tail is what a budget is set on.
-            let bars: Vec<Bar> = ["first_run", "replay", "conflict", "error", "timeout"]
-                .iter()
-                .filter_map(|o| r.latency_ms.get(*o).map(|p| (o, p)))
-                .filter(|(_, p)| p.count > 0)
+            let bars: Vec<Bar> = live::outcomes_seen(r)
                 .map(|(o, p)| Bar {
                     label: o.to_string(),
                     value: p.p99,
                     interval: None,
-                    colour: if *o == "first_run" || *o == "replay" {
+                    colour: if o == "first_run" || o == "replay" {
                         charts::INK
                     } else {
                         charts::BAD

@@ -21,6 +21,16 @@ pub enum KeyPolicy {
     NewPerAttempt,
 }
 
+impl KeyPolicy {
+    /// The name the knob, a scenario file and JSON use: serde's, so it is spelled once.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct SimConfig {
