@@ -42,6 +42,9 @@ impl Conn {
     }
 }
 
+/// The name each connection gives the hold's fence, prepared once per connection.
+const FENCE_STATEMENT: &str = "idemcalc_fence";
+
 /// What the pool crate needs to open, check and retire our connections. Opening one is
 /// connect, `search_path`, `synchronous_commit` and the prepared statements.
 pub(super) struct PgManager {
@@ -62,12 +65,20 @@ impl PoolInner {
     }
 
     /// [`PoolInner::commit_sql`]'s text, written once when the hold is taken rather than at
-    /// every commit.
+    /// every commit. The fence runs as a statement each connection prepared at setup
+    /// ([`FENCE_STATEMENT`]): sent as text in the commit's message, it was parsed and planned
+    /// at every commit, a third of what a create's commits cost beyond the bare `COMMIT`
+    /// (docs/bench.md, "Per-statement latency").
     fn write_commit_sql(&mut self) {
-        self.commit = match self._exclusive.as_ref().and_then(|h| h.pg_fence_sql()) {
-            Some(fence) => format!("{fence}; COMMIT"),
+        self.commit = match self.fence_sql() {
+            Some(_) => format!("EXECUTE {FENCE_STATEMENT}; COMMIT"),
             None => "COMMIT".to_string(),
         };
+    }
+
+    /// The hold's fence statement, when the schema is held.
+    fn fence_sql(&self) -> Option<String> {
+        self._exclusive.as_ref().and_then(|h| h.pg_fence_sql())
     }
 
     /// A failed commit, as [`StoreError::Lost`] when the fence refused it (its division by
@@ -355,6 +366,11 @@ impl PoolInner {
                 deadline::engine_settings()
             ))
             .map_err(|e| self.pg_err(e))?;
+        if let Some(fence) = self.fence_sql() {
+            client
+                .batch_execute(&format!("PREPARE {FENCE_STATEMENT} AS {fence}"))
+                .map_err(|e| self.pg_err(e))?;
+        }
         let guard = Guard::attach(&mut client);
         let st = Statements::prepare(&mut client, self.options.sweeper.partitioned()).map_err(|e| {
             let text = pg_message(&e);
