@@ -16,7 +16,8 @@
 
 mod baseline;
 pub mod ceiling;
-pub mod checkpoint;
+/// Where the bench's checkpoint settings live: the store, which `idemcalc serve` shares.
+pub use crate::store::checkpoint;
 pub mod creates;
 pub mod fill;
 pub mod mix;

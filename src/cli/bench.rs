@@ -1,6 +1,6 @@
 use super::{EXIT_BUDGET, Format};
-use crate::bench::checkpoint::Checkpoints;
 use crate::bench::{self, BenchConfig, mix::Mix};
+use crate::store::checkpoint::Checkpoints;
 use crate::store::group::GroupPolicy;
 use crate::store::{SweeperPlan, Synchronous};
 use std::path::PathBuf;

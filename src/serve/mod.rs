@@ -25,7 +25,8 @@ pub mod writers;
 use crate::carrier::{Carrier, CarrierConfig};
 use crate::clock::Millis;
 use crate::engine::{EngineConfig, KeyScope};
-use crate::store::{Slot, StoreOptions, Stores, Sweeper, Synchronous};
+use crate::store::checkpoint::{CHECKPOINT_INTERVAL, Checkpointer};
+use crate::store::{Slot, StoreOptions, StorePool, Stores, Sweeper, Synchronous};
 use detect::{Creators, InFlight, PurgeMemory};
 use headers::Callers;
 use http::{App, Died, Limits, Peer};
@@ -91,7 +92,16 @@ pub fn run(
             scratch_in_memory: false,
         },
     )?;
-    let pool = stores.pool_with(Slot::default(), config.sweeper)?;
+    let mut pool = stores.pool_with(Slot::default(), config.sweeper)?;
+    // SQLite's writer never checkpoints: a thread of its own does, so no request waits for a
+    // checkpoint's fsyncs (the bench's default; docs/serve.md, "Throughput and latency").
+    if let StorePool::Sqlite { options, .. } = &mut pool {
+        options.inline_checkpoints = false;
+    }
+    let checkpointer = pool
+        .sqlite_path()
+        .map(|path| Checkpointer::start(path, Synchronous::Normal, CHECKPOINT_INTERVAL))
+        .transpose()?;
     let writer_count = match pool.kind() {
         "sqlite" => 1,
         _ => config.pool_size.max(1) as usize,
@@ -157,6 +167,9 @@ pub fn run(
     // Every connection is closed or abandoned by now: stop the writers, which gives every
     // connection back and with the last one the store's hold.
     app.writers.stop();
+    if let Some(c) = checkpointer {
+        c.stop();
+    }
     drop(app);
     drop(parts);
     drop(runtime);

@@ -8,6 +8,7 @@
 //! architect sizes in production). [`open`] and [`StorePool`] pick one from a spec string, the
 //! `--store` flag: `sqlite:PATH`, a bare path, or `postgres://…`.
 
+pub mod checkpoint;
 pub mod exclusive;
 pub mod group;
 pub mod postgres;

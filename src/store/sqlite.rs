@@ -116,6 +116,10 @@ pub struct SqliteOptions {
     /// Hold the file for this process while any connection to it is open (a lock file beside
     /// it), so a second process that names it is refused instead of writing into a run's rows.
     pub exclusive: bool,
+    /// SQLite's default: the commit that takes the WAL past 1,000 pages checkpoints it, fsyncs
+    /// and all, while every request queued behind it waits. False leaves checkpoints to another
+    /// connection ([`super::checkpoint::Checkpointer`]), as a server runs SQLite.
+    pub inline_checkpoints: bool,
 }
 
 impl Default for SqliteOptions {
@@ -125,6 +129,7 @@ impl Default for SqliteOptions {
             busy_timeout: Duration::from_secs(5),
             cache_kib: 64 * 1024,
             exclusive: true,
+            inline_checkpoints: true,
         }
     }
 }
@@ -177,6 +182,10 @@ impl SqliteStore {
             options.cache_kib
         ))
         .map_err(open_err)?;
+        if !options.inline_checkpoints {
+            conn.execute_batch("PRAGMA wal_autocheckpoint = 0;")
+                .map_err(open_err)?;
+        }
         let mut store = Self {
             conn,
             path: path.to_path_buf(),
@@ -868,6 +877,26 @@ mod tests {
             expires_at_ms: 2,
         })?;
         tx.commit()
+    }
+
+    /// A writer opened for a background checkpointer never checkpoints in its commits; by
+    /// default it does, as SQLite does.
+    #[test]
+    fn a_writer_leaves_checkpoints_to_another_connection_when_asked() {
+        let dir = tempfile::tempdir().unwrap();
+        for (inline, pages) in [(true, 1000), (false, 0)] {
+            let path = dir.path().join(format!("c{inline}.sqlite"));
+            let options = SqliteOptions {
+                inline_checkpoints: inline,
+                ..SqliteOptions::default()
+            };
+            let store = SqliteStore::open(&path, &options).unwrap();
+            let got: i64 = store
+                .connection()
+                .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+                .unwrap();
+            assert_eq!(got, pages, "inline_checkpoints {inline}");
+        }
     }
 
     #[test]

@@ -10,7 +10,7 @@
 //! restarts the WAL after a complete checkpoint; that fsync has little to write and took under a
 //! millisecond when traced).
 
-use crate::store::{SqliteOptions, SqliteStore, StoreError, Synchronous};
+use super::{SqliteOptions, SqliteStore, StoreError, Synchronous};
 use serde::Serialize;
 use std::path::Path;
 use std::sync::mpsc::{self, RecvTimeoutError, Sender};
@@ -27,7 +27,8 @@ pub const CHECKPOINT_INTERVAL: Duration = Duration::from_millis(100);
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Checkpoints {
-    /// A thread of the bench with its own connection, every [`CHECKPOINT_INTERVAL`].
+    /// A thread with its own connection, every [`CHECKPOINT_INTERVAL`] (the bench's default,
+    /// and how `idemcalc serve` runs an SQLite store).
     #[default]
     Background,
     /// SQLite's default: the commit that fills the WAL to 1,000 pages.
@@ -71,7 +72,7 @@ impl Checkpointer {
         )?;
         let (stop, stopped) = mpsc::channel::<()>();
         let thread = thread::Builder::new()
-            .name("bench-checkpointer".into())
+            .name("sqlite-checkpointer".into())
             .spawn(move || {
                 let mut stats = CheckpointStats::default();
                 while let Err(RecvTimeoutError::Timeout) = stopped.recv_timeout(interval) {
