@@ -22,7 +22,7 @@
 //! `scripts/callgrind-create` counts the harness's `Harness::run` that way.
 
 use idemcalc::bench::creates::{CreateLoop, Side};
-use idemcalc::bench::runs::{MeanInterval, Spread, paired_ratio};
+use idemcalc::bench::runs::{MeanInterval, Spread, paired_ratio, ratio_interval_text};
 use rusqlite::{Connection, params};
 use std::path::Path;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
@@ -209,8 +209,8 @@ fn arg(args: &[String], i: usize, default: u64, name: &str) -> anyhow::Result<u6
 }
 
 fn interval(m: &MeanInterval) -> String {
-    match m.bounds() {
-        Some((l, h)) => format!("{:.2}, 95 % interval {l:.2} to {h:.2}", m.mean),
+    match ratio_interval_text(m) {
+        Some(text) => format!("{:.2}, {text}", m.mean),
         None => format!("{:.2} (one round: no interval)", m.mean),
     }
 }

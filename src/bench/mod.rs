@@ -949,17 +949,14 @@ fn open(
     options: &SqliteOptions,
     config: &BenchConfig,
 ) -> Result<SqliteWriter, StoreError> {
-    let store = match config.group {
+    let options = &SqliteOptions {
+        inline_checkpoints: config.checkpoints == Checkpoints::Inline,
+        ..options.clone()
+    };
+    Ok(match config.group {
         None => SqliteWriter::PerTransaction(SqliteStore::open(path, options)?),
         Some(policy) => SqliteWriter::Group(GroupCommitStore::open(path, options, policy)?),
-    };
-    if config.checkpoints != Checkpoints::Inline {
-        match &store {
-            SqliteWriter::PerTransaction(s) => s.set_wal_autocheckpoint(0)?,
-            SqliteWriter::Group(g) => g.set_wal_autocheckpoint(0)?,
-        }
-    }
-    Ok(store)
+    })
 }
 
 fn group_stats(commits: &Commits) -> Option<crate::store::group::GroupStats> {

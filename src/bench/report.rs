@@ -681,9 +681,9 @@ fn write_runs(out: &mut String, r: &Report) {
         }
     }
     let q = &r.ratio;
-    let interval = match (q.low, q.high) {
-        (Some(l), Some(h)) => format!(", 95 % interval {l:.2} to {h:.2} ({} paired runs)", q.n),
-        _ => " (one run: no interval; give --runs 2 or more)".to_string(),
+    let interval = match runs::ratio_interval_text(q) {
+        Some(text) => format!(", {text}"),
+        None => " (one run: no interval; give --runs 2 or more)".to_string(),
     };
     let _ = writeln!(out, "engine / baseline creates/s: {:.2}{interval}", q.mean);
     for (name, s) in [

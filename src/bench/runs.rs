@@ -32,6 +32,18 @@ pub fn paired_ratio(engine: &[f64], baseline: &[f64]) -> MeanInterval {
     mean_interval(&ratios)
 }
 
+/// `95 % interval L to H (N paired runs)` of a paired ratio; `None` without an interval (one
+/// run), where each caller says what to give for one.
+pub fn ratio_interval_text(q: &MeanInterval) -> Option<String> {
+    match (q.low, q.high) {
+        (Some(l), Some(h)) => Some(format!(
+            "95 % interval {l:.2} to {h:.2} ({} paired runs)",
+            q.n
+        )),
+        _ => None,
+    }
+}
+
 /// The mean of `xs` with a Student t 95 % interval: what a report draws as a side's whisker,
 /// so a reader sees how far the next run's mean may fall, not the single run's noise.
 pub fn mean_interval(xs: &[f64]) -> MeanInterval {

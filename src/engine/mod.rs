@@ -745,7 +745,8 @@ pub fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
 /// A string's JSON text between its quotes as RFC 8785 writes it: only `"`, `\` and control
 /// characters escaped (serde_json escapes the same, for a string that needs it). Written
 /// directly, the saved body costs a sixth of what building a `serde_json::Value` and
-/// serialising it did (docs/bench.md, "The independent harness").
+/// serialising it did (docs/bench.md, "The saved body, the prepared fence and the independent
+/// harness").
 fn json_escaped(s: &str) -> std::borrow::Cow<'_, str> {
     if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
         return s.into();
@@ -823,6 +824,20 @@ mod tests {
         serde_json::to_string(v).unwrap_or_default()
     }
 
+    /// The seed's label for parcel 1 of `order_id`.
+    fn label_row(order_id: i64, label_id: &str, label_version: i64) -> LabelRow {
+        LabelRow {
+            label_id: label_id.to_string(),
+            order_id,
+            parcel_no: 1,
+            label_version,
+            tracking_no: format!("GRD{order_id:09}"),
+            cost_cents: 600,
+            created_by_key: format!("label:{order_id}:1:v1"),
+            order_space: String::new(),
+        }
+    }
+
     #[test]
     fn the_direct_writer_gives_the_bytes_of_the_value_path() {
         for sizes in [
@@ -838,16 +853,7 @@ mod tests {
             for (order_id, label_id) in
                 [(1, "L-1"), (918_273, "lbl_\"q\\\u{1}é"), (999_999_999, "x")]
             {
-                let row = LabelRow {
-                    label_id: label_id.to_string(),
-                    order_id,
-                    parcel_no: 1,
-                    label_version: 3,
-                    tracking_no: format!("GRD{order_id:09}"),
-                    cost_cents: 600,
-                    created_by_key: format!("label:{order_id}:1:v1"),
-                    order_space: String::new(),
-                };
+                let row = label_row(order_id, label_id, 3);
                 assert_eq!(
                     label_body(&row, &sizes),
                     label_body_through_value(&row, &sizes)
@@ -867,23 +873,14 @@ mod tests {
         assert_eq!(u.get_variant(), uuid::Variant::RFC4122);
     }
 
-    /// The saved body is written with serde_json for speed; it must be RFC 8785's text at every
-    /// size, so a replay is byte-identical to what a canonicaliser would give.
+    /// The saved body is written directly, not through a canonicaliser, for speed; it must be
+    /// RFC 8785's text at every size, so a replay is byte-identical to what one would give.
     #[test]
     fn the_saved_body_is_canonical_at_every_size() {
         for sizes in ["100", "300", "2kB", "median=300B,p99=4kB"] {
             let sizes = SizeDist::parse(sizes).unwrap();
             for order_id in [1, 918_273, 999_999_999] {
-                let row = LabelRow {
-                    label_id: format!("L-{order_id}"),
-                    order_id,
-                    parcel_no: 1,
-                    label_version: 1,
-                    tracking_no: format!("GRD{order_id:09}"),
-                    cost_cents: 600,
-                    created_by_key: format!("label:{order_id}:1:v1"),
-                    order_space: String::new(),
-                };
+                let row = label_row(order_id, &format!("L-{order_id}"), 1);
                 let text = label_body(&row, &sizes);
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap();
                 assert_eq!(text, request::canonical_json(&v));

@@ -246,11 +246,6 @@ impl GroupCommitStore {
         self.shared.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// See [`SqliteStore::set_wal_autocheckpoint`].
-    pub fn set_wal_autocheckpoint(&self, pages: u32) -> Result<(), StoreError> {
-        self.lock().store.set_wal_autocheckpoint(pages)
-    }
-
     pub fn stats(&self) -> GroupStats {
         self.lock().stats
     }

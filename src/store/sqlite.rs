@@ -282,14 +282,6 @@ impl SqliteStore {
         &self.path
     }
 
-    /// Sets `PRAGMA wal_autocheckpoint`: 0 leaves checkpoints to another connection (a
-    /// background checkpointer), so this connection's commits never wait for the fsyncs of one.
-    pub fn set_wal_autocheckpoint(&self, pages: u32) -> Result<(), StoreError> {
-        self.conn
-            .execute_batch(&format!("PRAGMA wal_autocheckpoint = {pages};"))
-            .map_err(|e| self.err(e))
-    }
-
     /// The connection, for group commit (which runs its own `BEGIN IMMEDIATE`, savepoints and
     /// `COMMIT` on it) and for the bench's raw-SQL baseline.
     pub(crate) fn connection(&self) -> &Connection {
