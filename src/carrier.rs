@@ -44,6 +44,41 @@ pub const MAX_KEY_BYTES: usize = 255;
 /// 255-byte limit (a 255-byte key already does not), the same text is hashed instead:
 /// `carrier:sha256:` and 64 hex digits, 79 bytes. The two forms cannot meet: the readable one has
 /// a digit after `carrier:`, the hashed one an `s`.
+/// The tracking number of the `nth` label sold for `order_id`. The first carries the seed's
+/// form, `GRD000918273` (the service's prefix, the order zero-padded to nine digits); later
+/// ones (another parcel, a reprint or a duplicate) get a suffix, `GRD000918273-2`, so two boxes
+/// never share a number. Built with `itoa` rather than `format!`: it runs on every purchase.
+pub fn tracking_no(service: Service, order_id: i64, nth: u32) -> String {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(order_id.unsigned_abs());
+    let mut out = String::with_capacity(3 + 1 + 9.max(digits.len()) + 11);
+    out.push_str(service.prefix());
+    // `{:09}`'s form: a sign counts toward the nine places.
+    let width: usize = if order_id < 0 {
+        out.push('-');
+        8
+    } else {
+        9
+    };
+    out.extend(std::iter::repeat_n('0', width.saturating_sub(digits.len())));
+    out.push_str(digits);
+    if nth != 1 {
+        out.push('-');
+        out.push_str(itoa::Buffer::new().format(nth));
+    }
+    out
+}
+
+/// The carrier's id of its `n`th sale, `L-n`.
+fn label_id(n: u64) -> String {
+    let mut digits = itoa::Buffer::new();
+    let digits = digits.format(n);
+    let mut out = String::with_capacity(2 + digits.len());
+    out.push_str("L-");
+    out.push_str(digits);
+    out
+}
+
 pub fn carrier_key(caller_id: &str, idem_key: &str) -> String {
     // Built by hand rather than with `format!`: it runs on every carrier call (issue 40).
     let mut length = itoa::Buffer::new();
@@ -433,15 +468,9 @@ impl State {
         }
         let k = self.per_order.entry(p.order_id).or_insert(0);
         *k += 1;
-        // The first label of an order carries the seed's form, GRD000918273; later ones (another
-        // parcel, a reprint or a duplicate) get a suffix so two boxes never share a number.
-        let tracking_no = if *k == 1 {
-            format!("{}{:09}", p.service.prefix(), p.order_id)
-        } else {
-            format!("{}{:09}-{}", p.service.prefix(), p.order_id, k)
-        };
+        let tracking_no = tracking_no(p.service, p.order_id, *k);
         let label = CarrierLabel {
-            label_id: format!("L-{}", self.stats.purchases),
+            label_id: label_id(self.stats.purchases),
             tracking_no,
             cost_cents: price_cents,
         };
@@ -578,6 +607,43 @@ fn csv_field(text: &str) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The numbers built with `itoa` are the text `format!` wrote before (labels already sold
+    /// and saved in a store keep theirs), at every width, sign and suffix.
+    #[test]
+    fn numbers_are_the_text_format_writes() {
+        let orders = [
+            0,
+            7,
+            918_273,
+            123_456_789,
+            1_234_567_890,
+            -1,
+            -12_345_678,
+            -123_456_789,
+            i64::MAX,
+            i64::MIN,
+        ];
+        for service in [Service::Ground, Service::Express, Service::Overnight] {
+            for order_id in orders {
+                let prefix = service.prefix();
+                assert_eq!(
+                    tracking_no(service, order_id, 1),
+                    format!("{prefix}{order_id:09}")
+                );
+                for nth in [2, 10, u32::MAX] {
+                    assert_eq!(
+                        tracking_no(service, order_id, nth),
+                        format!("{prefix}{order_id:09}-{nth}")
+                    );
+                }
+            }
+        }
+        assert_eq!(tracking_no(Service::Ground, 918_273, 1), "GRD000918273");
+        for n in [0, 1, 42, u64::MAX] {
+            assert_eq!(label_id(n), format!("L-{n}"));
+        }
+    }
 
     /// Issue 11, defect 8: `carrier:` + caller + `:` + key made caller `acme` with key
     /// `eu:order-1` and caller `acme:eu` with key `order-1` one carrier key.

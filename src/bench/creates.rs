@@ -88,6 +88,8 @@ impl CreateLoop {
                 order_id,
                 key: key(order_id),
                 body: body(order_id, WEIGHT_G),
+                // Computed by the engine's writer: this loop counts all the engine's work.
+                digest: None,
             };
             match self.service.serve(job)? {
                 Outcome::Created => {}

@@ -56,8 +56,9 @@ pub fn label_body(label_id: &str, order_id: i64) -> String {
     crate::engine::label_body(&row, &crate::payload::SizeDist::seed_response())
 }
 
+/// The carrier's number for the order's first label, as the engine's side stores it.
 pub fn tracking_no(order_id: i64) -> String {
-    format!("GRD{order_id:09}")
+    crate::carrier::tracking_no(crate::carrier::Service::Ground, order_id, 1)
 }
 
 /// What a pre-filled key looks like.

@@ -11,7 +11,7 @@
 
 use super::fill::{Layout, OTHER_WEIGHT_G, WEIGHT_G, body, key};
 use super::mix::{Kind, Mix, PerKind};
-use crate::engine::{Engine, Outcome, Request};
+use crate::engine::{Engine, Outcome, Request, RequestDigest};
 use crate::store::Store;
 use crate::store::group::GroupCommitStore;
 use hdrhistogram::Histogram;
@@ -30,6 +30,11 @@ pub struct Job {
     pub order_id: i64,
     pub key: String,
     pub body: String,
+    /// The engine side's request hash and validation, computed by the client thread as a
+    /// server computes it on the thread that read the request (`serve`'s HTTP workers), so
+    /// the one writer runs transactions only. `None`: the writer computes it (the baseline
+    /// has none to compute).
+    pub digest: Option<RequestDigest>,
 }
 
 /// What the writer sends back: the outcome, or why there is none.
@@ -44,14 +49,9 @@ pub trait Service: Send {
 
 impl Service for Engine {
     fn serve(&mut self, job: Job) -> Result<Outcome, String> {
-        let req = Request {
-            caller_id: super::fill::CALLER.to_string(),
-            idem_key: Some(job.key),
-            method: "POST".to_string(),
-            path: "/labels".to_string(),
-            body: job.body,
-        };
-        self.handle(&req)
+        let req = label_request(job.key, job.body);
+        let digest = job.digest.unwrap_or_else(|| RequestDigest::of(&req));
+        self.handle_digested(&req, digest)
             .map(|r| r.outcome)
             .map_err(|e| e.to_string())
     }
@@ -59,6 +59,26 @@ impl Service for Engine {
     fn store(&mut self) -> &mut dyn Store {
         Engine::store(self)
     }
+}
+
+/// The method and path of the bench's CreateLabel calls.
+const METHOD: &str = "POST";
+const PATH: &str = "/labels";
+
+/// The CreateLabel call the bench's clients make, as the engine receives it.
+fn label_request(key: String, body: String) -> Request {
+    Request {
+        caller_id: super::fill::CALLER.to_string(),
+        idem_key: Some(key),
+        method: METHOD.to_string(),
+        path: PATH.to_string(),
+        body,
+    }
+}
+
+/// The digest a client computes for the engine's side (see [`Job::digest`]).
+fn client_digest(plan: &Plan<'_>, body: &str) -> Option<RequestDigest> {
+    (!plan.baseline).then(|| RequestDigest::of_parts(METHOD, PATH, body))
 }
 
 /// How the writer's transactions reach the disk.
@@ -379,15 +399,18 @@ fn client(
         }
         let drawn = plan.mix.pick(rng.random_range(0..total));
         let (kind, order_id, weight_g) = choose(drawn, plan, &mut rng, &mut tally);
-        let job = Job {
-            worker,
-            order_id,
-            key: key(order_id),
-            body: body(order_id, weight_g),
-        };
+        let (idem_key, body) = (key(order_id), body(order_id, weight_g));
         tally
             .send_lag_us
             .saturating_record(due.elapsed().as_micros().max(1) as u64);
+        // After the send lag is read: the digest is the server's work, part of the latency.
+        let job = Job {
+            worker,
+            order_id,
+            digest: client_digest(plan, &body),
+            key: idem_key,
+            body,
+        };
         if jobs.send(job).is_err() {
             tally.problem("the writer stopped early".into());
             break;

@@ -12,7 +12,7 @@ use crate::carrier::{Carrier, CarrierReply, CarrierResult, Purchase};
 use crate::clock::{Clock, Millis};
 use crate::store::{Completion, KeyState, LabelRow, LeaseToken, NewKey, Store, StoreError};
 use bloomfilter::Bloom;
-pub use request::{LabelRequest, Request};
+pub use request::{LabelRequest, Request, RequestDigest};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -291,6 +291,21 @@ impl Engine {
 
     /// Checks the key, then runs txn 1: claim the key, or inspect it and answer.
     pub fn begin(&mut self, req: &Request) -> Result<Begun, EngineError> {
+        self.begin_digested(req, RequestDigest::of(req))
+    }
+
+    /// [`Engine::begin`] with the request's hash and validation already computed from `req`
+    /// (by [`RequestDigest::of`], on whichever thread read the request).
+    pub fn begin_digested(
+        &mut self,
+        req: &Request,
+        digest: RequestDigest,
+    ) -> Result<Begun, EngineError> {
+        debug_assert_eq!(
+            digest.hash,
+            RequestDigest::of(req).hash,
+            "digest of another request"
+        );
         let key = match request::check_key(req.idem_key.as_deref()) {
             Ok(k) => k.to_string(),
             Err(problem) => {
@@ -308,7 +323,7 @@ impl Engine {
             }
         };
         let caller = self.scope(&req.caller_id).to_string();
-        let (hash, validated) = request::hash_and_validate(&req.method, &req.path, &req.body);
+        let RequestDigest { hash, validated } = digest;
         let token = new_lease_token();
         let now = self.clock.now_ms();
         let lease_until = now + self.config.lease_ms;
@@ -589,7 +604,17 @@ impl Engine {
 
     /// All three steps back to back, for callers in real time (the bench, the conformance tests).
     pub fn handle(&mut self, req: &Request) -> Result<Response, EngineError> {
-        self.handle_with_fault(req, None).map(|f| match f {
+        self.handle_digested(req, RequestDigest::of(req))
+    }
+
+    /// [`Engine::handle`] with the request's digest computed elsewhere (see
+    /// [`Engine::begin_digested`]).
+    pub fn handle_digested(
+        &mut self,
+        req: &Request,
+        digest: RequestDigest,
+    ) -> Result<Response, EngineError> {
+        self.all_steps(req, digest, None).map(|f| match f {
             Finished::Answered(r) => r,
             Finished::Died => unreachable!("no die point was requested"),
         })
@@ -600,7 +625,16 @@ impl Engine {
         req: &Request,
         die: Option<DiePoint>,
     ) -> Result<Finished, EngineError> {
-        match self.begin(req)? {
+        self.all_steps(req, RequestDigest::of(req), die)
+    }
+
+    fn all_steps(
+        &mut self,
+        req: &Request,
+        digest: RequestDigest,
+        die: Option<DiePoint>,
+    ) -> Result<Finished, EngineError> {
+        match self.begin_digested(req, digest)? {
             Begun::Answered(r) => Ok(Finished::Answered(r)),
             Begun::Owned(a) => {
                 if die == Some(DiePoint::AfterTxn1) {

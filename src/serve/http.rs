@@ -8,7 +8,9 @@ use super::metrics::Metrics;
 use super::problem::{self, Problem};
 use super::writers::{Began, CarrierCall, Job, JobError, ScaledClock, Writers};
 use crate::carrier::{Carrier, CarrierReply, CarrierResult, CarrierStats};
-use crate::engine::{Attempt, DiePoint, EngineConfig, Finished, Outcome, Request, Response};
+use crate::engine::{
+    Attempt, DiePoint, EngineConfig, Finished, Outcome, Request, RequestDigest, Response,
+};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{Path, State};
@@ -301,7 +303,9 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
     let _counted = InFlightGauge::enter(&app);
     let caller = req.caller_id.clone();
     let key = req.idem_key.clone();
-    let (attempt, reply) = match app.writers.call(|tx| Job::Begin(req, tx)).await? {
+    let digest = RequestDigest::of(&req);
+    let begin = Box::new((req, digest));
+    let (attempt, reply) = match app.writers.call(|tx| Job::Begin(begin, tx)).await? {
         Began::Answered(r) => {
             note_replay(&app, &caller, key.as_deref(), &r);
             return Ok(Flow::Answered(r));

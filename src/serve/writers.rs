@@ -10,7 +10,8 @@
 use crate::carrier::{Carrier, CarrierReply};
 use crate::clock::{Clock, Millis};
 use crate::engine::{
-    Attempt, Begun, DiePoint, Engine, EngineConfig, EngineError, Finished, Request, Response,
+    Attempt, Begun, DiePoint, Engine, EngineConfig, EngineError, Finished, Request, RequestDigest,
+    Response,
 };
 use crate::store::{StoreError, StorePool};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
@@ -103,7 +104,12 @@ pub struct Swept {
 }
 
 pub enum Job {
-    Begin(Request, oneshot::Sender<Result<Began, JobError>>),
+    /// Txn 1, with the request's digest computed by the HTTP worker that read it, so the
+    /// writers (SQLite's one above all) spend their time on transactions.
+    Begin(
+        Box<(Request, RequestDigest)>,
+        oneshot::Sender<Result<Began, JobError>>,
+    ),
     Finish(
         Box<(Attempt, CarrierReply, Option<DiePoint>)>,
         oneshot::Sender<Result<Finished, JobError>>,
@@ -278,8 +284,9 @@ fn fail(job: Job, err: JobError) {
 /// Runs one job on `engine`; false when the store failed.
 fn run(engine: &mut Engine, job: Job, remote_carrier: bool) -> bool {
     match job {
-        Job::Begin(req, reply) => {
-            let r = engine.begin(&req).map(|b| match b {
+        Job::Begin(parts, reply) => {
+            let (req, digest) = *parts;
+            let r = engine.begin_digested(&req, digest).map(|b| match b {
                 Begun::Answered(r) => Began::Answered(r),
                 Begun::Owned(a) if remote_carrier => {
                     let key = engine.carrier_key_for(&a);
