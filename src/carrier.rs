@@ -33,17 +33,6 @@ pub const SEED_CARRIER_LATENCY: Latency = Latency::LogNormal {
 /// refused, never truncated, since truncation would merge two keys that share a prefix.
 pub const MAX_KEY_BYTES: usize = 255;
 
-/// The key the label service sends the carrier for `(caller_id, idem_key)`.
-///
-/// The seed derives `'carrier:' || key`; our keys are scoped per caller and the carrier sees us
-/// as one client, so the caller must be part of it, and the join must be unambiguous: keys with
-/// `:` are normal (the seed's own `label:918273:1:v1`), so a plain `caller:key` would make
-/// caller `acme` with key `eu:order-1` and caller `acme:eu` with key `order-1` one carrier key.
-/// The caller is therefore length-prefixed (`carrier:4:acme:eu:order-1` against
-/// `carrier:7:acme:eu:order-1`), which decodes one way only. When that does not fit the carrier's
-/// 255-byte limit (a 255-byte key already does not), the same text is hashed instead:
-/// `carrier:sha256:` and 64 hex digits, 79 bytes. The two forms cannot meet: the readable one has
-/// a digit after `carrier:`, the hashed one an `s`.
 /// The tracking number of the `nth` label sold for `order_id`. The first carries the seed's
 /// form, `GRD000918273` (the service's prefix, the order zero-padded to nine digits); later
 /// ones (another parcel, a reprint or a duplicate) get a suffix, `GRD000918273-2`, so two boxes
@@ -79,6 +68,17 @@ fn label_id(n: u64) -> String {
     out
 }
 
+/// The key the label service sends the carrier for `(caller_id, idem_key)`.
+///
+/// The seed derives `'carrier:' || key`; our keys are scoped per caller and the carrier sees us
+/// as one client, so the caller must be part of it, and the join must be unambiguous: keys with
+/// `:` are normal (the seed's own `label:918273:1:v1`), so a plain `caller:key` would make
+/// caller `acme` with key `eu:order-1` and caller `acme:eu` with key `order-1` one carrier key.
+/// The caller is therefore length-prefixed (`carrier:4:acme:eu:order-1` against
+/// `carrier:7:acme:eu:order-1`), which decodes one way only. When that does not fit the carrier's
+/// 255-byte limit (a 255-byte key already does not), the same text is hashed instead:
+/// `carrier:sha256:` and 64 hex digits, 79 bytes. The two forms cannot meet: the readable one has
+/// a digit after `carrier:`, the hashed one an `s`.
 pub fn carrier_key(caller_id: &str, idem_key: &str) -> String {
     // Built by hand rather than with `format!`: it runs on every carrier call (issue 40).
     let mut length = itoa::Buffer::new();
