@@ -32,6 +32,16 @@ pub fn key(order_id: i64) -> String {
     format!("label:{order_id}:1:v1")
 }
 
+/// The method and path of every bench request.
+pub const METHOD: &str = "POST";
+pub const PATH: &str = "/labels";
+
+/// The request hash a pre-filled key holds: that of the seed's body for its order, so a
+/// request for it replays (with another weight, it is a reused key).
+pub fn filled_hash(order_id: i64) -> [u8; 32] {
+    request_hash(METHOD, PATH, &body(order_id, WEIGHT_G))
+}
+
 /// The CreateLabel body a client sends, already canonical (keys sorted).
 pub fn body(order_id: i64, weight_g: u32) -> String {
     format!(
@@ -164,7 +174,7 @@ impl Filler {
             .map_err(|e| self.err(e))?;
         for id in order_ids {
             let key = key(id);
-            let hash = request_hash("POST", "/labels", &body(id, WEIGHT_G));
+            let hash = filled_hash(id);
             let token = (id as u128).to_le_bytes();
             let completed = matches!(what, Prefill::Completed | Prefill::RecordExpired);
             let label_id = format!("F-{id}");

@@ -8,15 +8,14 @@
 
 use super::BenchConfig;
 use super::fill::{
-    CALLER, COST_CENTS, HELD_LEASE_MS, Layout, Prefill, RETENTION_MS, WEIGHT_G, body, key,
-    label_body, tracking_no,
+    CALLER, COST_CENTS, HELD_LEASE_MS, Layout, Prefill, RETENTION_MS, filled_hash, key, label_body,
+    tracking_no,
 };
 use super::mix::Kind;
 use super::serve::{Job, Service};
 use super::statements::{Statement as Step, StatementTimes, timed_if as timed};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
-use crate::engine::request::request_hash;
 use crate::store::postgres::{deadline, sql};
 use crate::store::{PostgresStore, Store, StoreError};
 use postgres::Statement;
@@ -83,7 +82,7 @@ fn fill_chunk(
     let mut trackings = Vec::new();
     for id in ids {
         keys.push(key(id));
-        hashes.push(request_hash("POST", "/labels", &body(id, WEIGHT_G)).to_vec());
+        hashes.push(filled_hash(id).to_vec());
         let label_id = format!("F-{id}");
         if completed {
             tokens.push(None);

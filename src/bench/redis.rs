@@ -9,11 +9,10 @@
 //! (refused if either holds keys); otherwise scratch prefixes are unlinked at the end.
 
 use super::baseline::insert_label;
-use super::fill::{CALLER, HELD_LEASE_MS, Layout, RETENTION_MS, WEIGHT_G, body, key, label_body};
+use super::fill::{CALLER, HELD_LEASE_MS, Layout, RETENTION_MS, filled_hash, key, label_body};
 use super::serve::{Job, Service};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
-use crate::engine::request::request_hash;
 use crate::store::redis::{CLAIM, COMPLETE, index_name, record_name};
 use crate::store::{RedisStore, Store, StoreError};
 use std::ops::Range;
@@ -45,7 +44,7 @@ pub fn fill(store: &mut RedisStore, layout: &Layout, now_ms: Millis) -> Result<(
             let mut pipe = redis::pipe();
             for id in chunk {
                 let name = record_name(prefix, CALLER, &key(id));
-                let hash = request_hash("POST", "/labels", &body(id, WEIGHT_G));
+                let hash = filled_hash(id);
                 let expires = now_ms + RETENTION_MS;
                 let cmd = pipe
                     .cmd("HSET")

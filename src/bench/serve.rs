@@ -9,7 +9,7 @@
 //! bench would measure those sleeps, not the engine. With group commit the writer holds each
 //! answer until the batch it depends on has committed.
 
-use super::fill::{Layout, OTHER_WEIGHT_G, WEIGHT_G, body, key};
+use super::fill::{Layout, METHOD, OTHER_WEIGHT_G, PATH, WEIGHT_G, body, key};
 use super::mix::{Kind, Mix, PerKind};
 use crate::engine::{Engine, Outcome, Request, RequestDigest};
 use crate::store::Store;
@@ -60,10 +60,6 @@ impl Service for Engine {
         Engine::store(self)
     }
 }
-
-/// The method and path of the bench's CreateLabel calls.
-const METHOD: &str = "POST";
-const PATH: &str = "/labels";
 
 /// The CreateLabel call the bench's clients make, as the engine receives it.
 fn label_request(key: String, body: String) -> Request {

@@ -93,15 +93,17 @@ pub fn run(
         },
     )?;
     let mut pool = stores.pool_with(Slot::default(), config.sweeper)?;
-    // SQLite's writer never checkpoints: a thread of its own does, so no request waits for a
-    // checkpoint's fsyncs (the bench's default; docs/serve.md, "Throughput and latency").
-    if let StorePool::Sqlite { options, .. } = &mut pool {
-        options.inline_checkpoints = false;
-    }
-    let checkpointer = pool
-        .sqlite_path()
-        .map(|path| Checkpointer::start(path, Synchronous::Normal, CHECKPOINT_INTERVAL))
-        .transpose()?;
+    // SQLite's writer never checkpoints: a thread of its own does, with the writer's
+    // `synchronous`, so no request waits for a checkpoint's fsyncs (the bench's default;
+    // docs/serve.md, "Throughput and latency").
+    let checkpointer = match &mut pool {
+        StorePool::Sqlite { path, options } => {
+            options.inline_checkpoints = false;
+            let started = Checkpointer::start(path, options.synchronous, CHECKPOINT_INTERVAL)?;
+            Some(started)
+        }
+        _ => None,
+    };
     let writer_count = match pool.kind() {
         "sqlite" => 1,
         _ => config.pool_size.max(1) as usize,
