@@ -13,7 +13,8 @@
 //!   whose `application_name` carries the holder's pid. The server releases it when that session
 //!   ends, including when the process dies. A watcher asks that session for a `SELECT 1` every
 //!   second: a session the server has ended (`pg_terminate_backend`, a restart) no longer holds
-//!   anything, and the run stops at its next transaction instead of writing unheld.
+//!   anything, and the run stops at its next transaction. Its writing connections still keep
+//!   every other run out until they close (see [`Fence`]).
 //! - Redis: a key `PREFIX:hold` in the server itself, set only when absent, holding a token that
 //!   names the holder, with a 15 s expiry that a watcher renews every 3 s while its token is
 //!   still there. A lock file would hold the prefix only among runs that share a temporary
@@ -62,18 +63,17 @@ enum Holding {
 /// client was stopped (SIGSTOP, a long pause) fails the write itself, not only the next
 /// transaction the client begins after its watcher noticed.
 ///
-/// - PostgreSQL: besides the schema's lock, the hold's session takes a second advisory lock on
-///   a key of this run's own (random, 64 bits), which no other session ever takes.
-///   [`Held::pg_fence_sql`] is a statement that fails (division by zero, reported as
-///   [`StoreError::Lost`]) when a shared lock on that key *can* be had: only a live hold
-///   session keeps it from being granted. It is sent in the same message as the `COMMIT` (see
-///   `PgTx::commit`), so a client stopped anywhere in its transaction finds the check and the
-///   commit run together after it resumes: a terminated session holds nothing, a new holder
-///   holds another key, and either way the commit is never reached. Only a loss inside the
-///   server in the microseconds between the check and the commit record could slip through.
-///   The first fence read `pg_locks`, which copies the server's whole lock table under every
-///   lock partition: 0.35 ms a call alone and several ms of COMMIT under 16 writers (issue 37's
-///   per-statement bench); a try-lock is one lookup in one partition.
+/// - PostgreSQL: the proof is the writing session itself. Every connection that writes holds a
+///   *shared* session lock on the schema's writers key ([`schema_writers_key`]), taken when it
+///   opens ([`Held::pg_join`]) and held until it closes; a run takes the schema only once no
+///   session holds that key ([`hold_pg_schema`]). So while any connection of a run lives, no
+///   other run can start writing in its schema, however long the run was stopped and whatever
+///   became of its hold session; and a connection the server ended commits nothing. A
+///   connection joins only while the hold session still holds the run's own fence key (random,
+///   64 bits, which no other session ever takes), so a run that lost its hold cannot open a
+///   new writer after another run took the schema. Nothing is checked per transaction: the
+///   fence this replaced, a try-lock sent with every `COMMIT`, cost PostgreSQL about 13 % of
+///   its creates flat out (docs/bench.md, "PostgreSQL, flat out: the fence is the gap").
 /// - Redis: the hold key's token; every write script first compares `GET P:hold` with it and
 ///   refuses with an error otherwise, atomically with the write.
 #[derive(Clone, Debug)]
@@ -83,6 +83,8 @@ pub enum Fence {
         pid: i32,
         /// The run's own key, held exclusively by the hold session for as long as it lives.
         fence_key: i64,
+        /// The schema's writers key, held shared by every writing connection of the run.
+        writers_key: i64,
         schema: String,
     },
     Redis {
@@ -152,30 +154,57 @@ impl Held {
         self.fence.as_ref()
     }
 
-    /// With a PostgreSQL hold: one statement that fails unless the hold's session still holds
-    /// the run's fence key (a shared try-lock that only that session's exclusive lock refuses;
-    /// granted, it is released with the aborted transaction). Constants only, so it can share
-    /// a simple-query message with `COMMIT`.
-    pub fn pg_fence_sql(&self) -> Option<String> {
-        let Some(Fence::Pg { fence_key, .. }) = &self.fence else {
-            return None;
+    /// With a PostgreSQL hold: makes `client` one of the run's writers (see [`Fence`]). It takes
+    /// the schema's writers key shared, for as long as the session lives, and checks in the
+    /// same statement that the hold session still holds the run's fence key (a shared try-lock
+    /// on it is refused only while that session lives). `Err` ([`StoreError::Lost`]) when the
+    /// hold is gone or another run is taking the schema; the caller then closes the session,
+    /// which releases whatever it took. Without a PostgreSQL hold, nothing to do.
+    pub fn pg_join(&self, client: &mut postgres::Client) -> Result<(), StoreError> {
+        let Some(Fence::Pg {
+            fence_key,
+            writers_key,
+            ..
+        }) = &self.fence
+        else {
+            return Ok(());
         };
-        Some(format!(
-            "SELECT 1 / (NOT pg_catalog.pg_try_advisory_xact_lock_shared({fence_key}::int8))::int"
-        ))
+        let row = client
+            .query_one(
+                "SELECT pg_catalog.pg_try_advisory_lock_shared($1),
+                        pg_catalog.pg_try_advisory_xact_lock_shared($2)",
+                &[writers_key, fence_key],
+            )
+            .map_err(|e| StoreError::Open {
+                location: self.location(),
+                message: format!(
+                    "cannot join the schema's writers: {}",
+                    super::pg_message(&e)
+                ),
+            })?;
+        let joined: bool = row.get(0);
+        let hold_gone: bool = row.get(1);
+        if joined && !hold_gone {
+            Ok(())
+        } else {
+            Err(self.refused())
+        }
     }
 
-    /// The error of a write its fence refused.
+    fn location(&self) -> String {
+        self.watch
+            .as_ref()
+            .map(|w| w.location.clone())
+            .unwrap_or_default()
+    }
+
+    /// The error of a write (or, on PostgreSQL, a new connection) its fence refused.
     pub fn refused(&self) -> StoreError {
         StoreError::Lost {
-            location: self
-                .watch
-                .as_ref()
-                .map(|w| w.location.clone())
-                .unwrap_or_default(),
+            location: self.location(),
             message: match &self.fence {
                 Some(Fence::Pg { pid, schema, .. }) => format!(
-                    "the session holding schema `{schema}` (server process {pid}) no longer holds its lock: a transaction found it so before its COMMIT and was rolled back; another run may take the schema now"
+                    "the session holding schema `{schema}` (server process {pid}) no longer holds its lock: a new connection found it so and wrote nothing; another run may take the schema once this run's connections close"
                 ),
                 Some(Fence::Redis { key, .. }) => format!(
                     "the hold key {key} expired or was taken by another process: a write script found it so and wrote nothing; another run may be writing under this prefix now"
@@ -344,12 +373,77 @@ fn same_file(file: &File, path: &Path) -> bool {
 /// The advisory-lock key of a schema: FNV-1a of a prefix and the name, so the key of one schema
 /// never depends on another's and never meets the migration lock's.
 pub fn schema_lock_key(schema: &str) -> i64 {
+    fnv_key("idemcalc-run:", schema)
+}
+
+/// The key every writing connection of the run holding `schema` holds shared (see [`Fence`]).
+pub fn schema_writers_key(schema: &str) -> i64 {
+    fnv_key("idemcalc-writers:", schema)
+}
+
+fn fnv_key(prefix: &str, schema: &str) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in "idemcalc-run:".bytes().chain(schema.bytes()) {
+    for b in prefix.bytes().chain(schema.bytes()) {
         h ^= u64::from(b);
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
     h as i64
+}
+
+/// How long a new hold waits for the writers of the schema's last run to go: a closed
+/// connection's server process ends (and releases its locks) a little after the client has
+/// closed it, so a run that follows another at once would otherwise be refused.
+const WRITERS_GONE_WITHIN: Duration = Duration::from_secs(3);
+
+/// The first session holding advisory key `lock_key` (any mode), as `application_name, server
+/// process N` for messages.
+fn pg_lock_holder(client: &mut postgres::Client, lock_key: i64) -> String {
+    let (high, low) = lock_key_halves(lock_key);
+    let holder: Option<(String, i32)> = client
+        .query_opt(
+            "SELECT a.application_name, a.pid FROM pg_locks l
+               JOIN pg_stat_activity a ON a.pid = l.pid
+              WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
+                AND l.classid::int8 = $1 AND l.objid::int8 = $2
+                AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+              LIMIT 1",
+            &[&high, &low],
+        )
+        .ok()
+        .flatten()
+        .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)));
+    match holder {
+        Some((app, pid)) if !app.is_empty() => format!("{app}, server process {pid}"),
+        Some((_, pid)) => format!("server process {pid}"),
+        None => "another session".to_string(),
+    }
+}
+
+/// Waits until no session holds `schema`'s writers key (see [`Fence`]), or says whose session
+/// still does. Takes the key exclusively for an instant to know, then gives it back for this
+/// run's own writers to take shared.
+fn pg_writers_gone(client: &mut postgres::Client, schema: &str) -> Result<(), String> {
+    let key = schema_writers_key(schema);
+    let started = Instant::now();
+    loop {
+        let got: bool = client
+            .query_one("SELECT pg_try_advisory_lock($1)", &[&key])
+            .and_then(|r| r.try_get(0))
+            .map_err(|e| super::pg_message(&e))?;
+        if got {
+            client
+                .execute("SELECT pg_advisory_unlock($1)", &[&key])
+                .map_err(|e| super::pg_message(&e))?;
+            return Ok(());
+        }
+        if started.elapsed() >= WRITERS_GONE_WITHIN {
+            let who = pg_lock_holder(client, key);
+            return Err(format!(
+                "schema `{schema}` is still written by another idemcalc run's connection ({who}) whose hold has ended; wait for that run to stop"
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }
 
 /// Holds `schema` on the server of `config` for this process, or says who holds it.
@@ -391,31 +485,12 @@ pub fn hold_pg_schema(
             .and_then(|r| r.try_get(0))
             .map_err(|e| fail(super::pg_message(&e)))?;
         if !got {
-            let (high, low) = lock_key_halves(lock_key);
-            let holder: Option<(String, i32)> = client
-                .query_opt(
-                    "SELECT a.application_name, a.pid FROM pg_locks l
-                       JOIN pg_stat_activity a ON a.pid = l.pid
-                      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1
-                        AND l.classid::int8 = $1 AND l.objid::int8 = $2
-                        AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
-                      LIMIT 1",
-                    &[&high, &low],
-                )
-                .ok()
-                .flatten()
-                .and_then(|r| Some((r.try_get(0).ok()?, r.try_get(1).ok()?)));
-            let who = match holder {
-                Some((app, pid)) if !app.is_empty() => {
-                    format!("{app}, server process {pid}")
-                }
-                Some((_, pid)) => format!("server process {pid}"),
-                None => "another session".to_string(),
-            };
+            let who = pg_lock_holder(&mut client, lock_key);
             return Err(fail(format!(
                 "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
             )));
         }
+        pg_writers_gone(&mut client, schema).map_err(fail)?;
         // The run's own fence key (see `Fence`): random, so no other run's session holds it.
         // It is not part of any output, so it need not follow `--seed`.
         let fence_key = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
@@ -459,6 +534,7 @@ pub fn hold_pg_schema(
             fence: Some(Fence::Pg {
                 pid,
                 fence_key,
+                writers_key: schema_writers_key(schema),
                 schema: schema.to_string(),
             }),
         })

@@ -238,9 +238,8 @@ impl Store for PostgresStore {
         if let Sweeper::Partitions { period_ms } = self.pool.inner.options.sweeper {
             return self.drop_expired_partitions(now_ms, period_ms);
         }
-        // Its own short transaction, committed with the hold's fence (see `PgTx::commit`). Not
-        // retried: a DELETE whose answer was lost may have committed.
-        let commit = self.pool.inner.commit_sql().to_string();
+        // Its own short transaction. Not retried: a DELETE whose answer was lost may have
+        // committed.
         let conn = self.conn()?;
         let guard = conn.guard.clone();
         let _armed = guard.arm("the sweeper's DELETE", deadline::SWEEP_TIMEOUT);
@@ -254,12 +253,12 @@ impl Store for PostgresStore {
                 conn.client
                     .query(&conn.st.sweep, &[&to_time(now_ms), &i64::from(batch)])
             })
-            .and_then(|rows| conn.client.batch_execute(&commit).map(|()| rows));
+            .and_then(|rows| conn.client.batch_execute("COMMIT").map(|()| rows));
         if rows.as_ref().is_err_and(|e| e.code().is_some()) {
             let _ = conn.client.batch_execute("ROLLBACK");
         }
         let restored = conn.client.batch_execute(&deadline::engine_settings());
-        let rows = rows.map_err(|e| self.pool.inner.commit_err(&guard, e))?;
+        let rows = rows.map_err(|e| self.pool.inner.stmt_err(&guard, e))?;
         restored.map_err(|e| self.pool.inner.stmt_err(&guard, e))?;
         rows.iter()
             .map(|r| {

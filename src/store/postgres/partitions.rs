@@ -88,7 +88,9 @@ impl PoolInner {
         }
         let mut ddl = self.ddl.lock().unwrap_or_else(|p| p.into_inner());
         if ddl.as_ref().is_none_or(|c| c.is_closed()) {
-            *ddl = Some(self.raw_connect()?);
+            let mut client = self.raw_connect()?;
+            self.join_hold(&mut client)?;
+            *ddl = Some(client);
         }
         let client = ddl.as_mut().expect("connected above");
         let schema = quote_ident(&self.options.schema);
@@ -129,10 +131,9 @@ impl PostgresStore {
     /// records, so it is detached and dropped. Its keys are read first for the caller's purge
     /// record, as the `DELETE`'s `RETURNING` gives them; production would skip that read.
     ///
-    /// Read, detach and drop are one transaction committed with the hold's fence, like every
-    /// other write (see `exclusive::Fence`): a run that lost its hold detaches nothing, even if
-    /// it was stopped between two statements and another run now writes in the schema. That
-    /// rules out `DETACH … CONCURRENTLY` (it cannot run in a transaction), so the detach takes
+    /// Read, detach and drop are one transaction on a connection of the run's writers (see
+    /// `exclusive::Fence`), so no other run can be writing in the schema meanwhile, however long
+    /// this one was stopped between two statements. That rules out `DETACH … CONCURRENTLY` (it cannot run in a transaction), so the detach takes
     /// its brief `ACCESS EXCLUSIVE` lock on the key table; waiting for it is bounded by the
     /// engine's `lock_timeout`, and a detach that times out is left for the next sweep rather
     /// than queue every claim behind it.
@@ -154,7 +155,6 @@ impl PostgresStore {
             .filter(|(start, _)| start + period_ms <= now_ms)
             .collect();
         expired.sort();
-        let commit = inner.commit_sql().to_string();
         for (start, name) in expired {
             let part = format!("{schema}.{}", quote_ident(&name));
             let conn = self.conn()?;
@@ -174,7 +174,7 @@ impl PostgresStore {
                     conn.client
                         .batch_execute(&format!(
                             "ALTER TABLE {schema}.idempotency_keys DETACH PARTITION {part};
-                             DROP TABLE {part}; {commit}"
+                             DROP TABLE {part}; COMMIT"
                         ))
                         .map(|()| rows)
                 });
@@ -186,7 +186,7 @@ impl PostgresStore {
                 Ok(rows) => rows,
                 // Busy: the next sweep tries again.
                 Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => break,
-                Err(e) => return Err(inner.commit_err(&guard, e)),
+                Err(e) => return Err(inner.stmt_err(&guard, e)),
             };
             restored.map_err(|e| inner.stmt_err(&guard, e))?;
             for r in &rows {

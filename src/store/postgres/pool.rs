@@ -42,9 +42,6 @@ impl Conn {
     }
 }
 
-/// The name each connection gives the hold's fence, prepared once per connection.
-const FENCE_STATEMENT: &str = "idemcalc_fence";
-
 /// What the pool crate needs to open, check and retire our connections. Opening one is
 /// connect, `search_path`, `synchronous_commit` and the prepared statements.
 pub(super) struct PgManager {
@@ -57,37 +54,13 @@ impl PoolInner {
         self._exclusive.as_ref().map_or(Ok(()), |h| h.check())
     }
 
-    /// `statement; COMMIT`, with the hold's fence before the `COMMIT` when the schema is held:
-    /// one message, so the check and the commit run together however long the client was
-    /// stopped between its statements (see [`exclusive::Fence`]).
-    pub(super) fn commit_sql(&self) -> &str {
-        &self.commit
-    }
-
-    /// [`PoolInner::commit_sql`]'s text, written once when the hold is taken rather than at
-    /// every commit. The fence runs as a statement each connection prepared at setup
-    /// ([`FENCE_STATEMENT`]): sent as text in the commit's message, it was parsed and planned
-    /// at every commit, about 120 µs more per commit than the prepared one at 2,000 creates/s
-    /// (docs/bench.md, "The saved body, the prepared fence and the independent harness").
-    fn write_commit_sql(&mut self) {
-        self.commit = match self.fence_sql() {
-            Some(_) => format!("EXECUTE {FENCE_STATEMENT}; COMMIT"),
-            None => "COMMIT".to_string(),
-        };
-    }
-
-    /// The hold's fence statement, when the schema is held.
-    fn fence_sql(&self) -> Option<String> {
-        self._exclusive.as_ref().and_then(|h| h.pg_fence_sql())
-    }
-
-    /// A failed commit, as [`StoreError::Lost`] when the fence refused it (its division by
-    /// zero: no other statement of the commit message divides).
-    pub(super) fn commit_err(&self, guard: &Guard, e: postgres::Error) -> StoreError {
-        match (&self._exclusive, e.code()) {
-            (Some(held), Some(c)) if *c == SqlState::DIVISION_BY_ZERO => held.refused(),
-            _ => self.stmt_err(guard, e),
-        }
+    /// Makes `client` one of the writers of the held schema (see [`exclusive::Fence`]): every
+    /// connection that may write joins once, when it opens, instead of proving the hold at
+    /// each commit.
+    pub(super) fn join_hold(&self, client: &mut Client) -> Result<(), StoreError> {
+        self._exclusive
+            .as_ref()
+            .map_or(Ok(()), |held| held.pg_join(client))
     }
 }
 
@@ -128,8 +101,6 @@ pub(super) struct PoolInner {
     pub(super) partitions: Mutex<BTreeSet<Millis>>,
     /// With partitions: the connection that creates them.
     pub(super) ddl: Mutex<Option<Client>>,
-    /// What ends a transaction (see [`PoolInner::commit_sql`]).
-    commit: String,
 }
 
 /// A connection pool (the `r2d2` crate) of at most `pool_size` connections, each handed out as
@@ -191,9 +162,7 @@ impl PgPool {
             _exclusive: None,
             partitions: Mutex::new(BTreeSet::new()),
             ddl: Mutex::new(None),
-            commit: String::new(),
         };
-        inner.write_commit_sql();
         // The first connection reports a refused or unreachable server with its own message;
         // then the schema is held (before anything touches it), then created or migrated before
         // any statement is prepared against its tables.
@@ -212,7 +181,6 @@ impl PgPool {
                 &options.schema,
                 &inner.location,
             )?);
-            inner.write_commit_sql();
         }
         inner.migrate(&mut client)?;
         if options.sweeper.partitioned() {
@@ -366,11 +334,7 @@ impl PoolInner {
                 deadline::engine_settings()
             ))
             .map_err(|e| self.pg_err(e))?;
-        if let Some(fence) = self.fence_sql() {
-            client
-                .batch_execute(&format!("PREPARE {FENCE_STATEMENT} AS {fence}"))
-                .map_err(|e| self.pg_err(e))?;
-        }
+        self.join_hold(&mut client)?;
         let guard = Guard::attach(&mut client);
         let st = Statements::prepare(&mut client, self.options.sweeper.partitioned()).map_err(|e| {
             let text = pg_message(&e);

@@ -230,13 +230,7 @@ impl Tx for PgTx<'_> {
         // Whatever COMMIT answers, the transaction is over: no ROLLBACK on drop.
         self.finished = true;
         let _armed = self.conn.arm("the COMMIT");
-        let committed = self.conn.client.batch_execute(self.pool.commit_sql());
-        committed.map_err(|e| {
-            // A refused fence leaves the transaction open and aborted: end it here.
-            if e.code().is_some() {
-                let _ = self.conn.client.batch_execute("ROLLBACK");
-            }
-            self.pool.commit_err(&self.conn.guard, e)
-        })
+        let committed = self.conn.client.batch_execute("COMMIT");
+        committed.map_err(|e| self.pool.stmt_err(&self.conn.guard, e))
     }
 }
