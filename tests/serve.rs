@@ -179,6 +179,14 @@ fn every_row_of_the_status_table_over_http_on_every_store() {
         let (code, err) = s.stop();
         assert_eq!(code, Some(0), "{store}: {err}");
         assert!(err.contains("hold is released"), "{err}");
+        // The start line states the HTTP threads the store's kind gets by default.
+        let kind = store.split(':').next().unwrap();
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        let threads = idemcalc::serve::default_http_threads(kind, cores);
+        assert!(
+            err.contains(&format!("HTTP on {threads} thread")),
+            "{store}: {err}"
+        );
     }
 }
 
@@ -572,6 +580,14 @@ fn bad_input_is_refused_naming_the_flag() {
         (
             vec!["serve", "--callers", c, "--retention", "1h,2h"],
             "one retention",
+        ),
+        (
+            vec!["serve", "--callers", c, "--http-threads", "0"],
+            "--http-threads 0",
+        ),
+        (
+            vec!["serve", "--callers", c, "--http-threads", "100000"],
+            "--http-threads 100000",
         ),
     ] {
         let (code, _, err) = common::idemcalc(&args);

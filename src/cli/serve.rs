@@ -49,6 +49,10 @@ pub struct ServeArgs {
     /// PostgreSQL or Redis connections, one writer thread each (SQLite has one writer).
     #[arg(long, value_name = "CONNECTIONS", default_value_t = 4)]
     pub pool: u32,
+    /// Threads that serve HTTP. Default: one less than the cores with SQLite (its one writer
+    /// keeps a core), every core with PostgreSQL or Redis.
+    #[arg(long, value_name = "N")]
+    pub http_threads: Option<usize>,
     /// Bearer tokens and the callers they authenticate: `TOKEN CALLER` per line.
     #[arg(
         long,
@@ -97,6 +101,9 @@ pub struct ServeArgs {
     pub test_hooks: bool,
 }
 
+/// More HTTP threads than this only costs memory: the writers are the limit long before.
+const MAX_HTTP_THREADS: usize = 1024;
+
 impl ServeArgs {
     fn settings(&self) -> anyhow::Result<Settings> {
         match &self.scenario {
@@ -131,10 +138,16 @@ impl ServeArgs {
             ("--max-connections", self.max_connections),
             ("--queue", self.queue),
             ("--purge-memory", self.purge_memory),
+            ("--http-threads", self.http_threads.unwrap_or(1)),
         ] {
             if n == 0 {
                 anyhow::bail!("{flag} 0: give at least 1");
             }
+        }
+        if let Some(n) = self.http_threads
+            && n > MAX_HTTP_THREADS
+        {
+            anyhow::bail!("--http-threads {n}: give at most {MAX_HTTP_THREADS}");
         }
         for (flag, d) in [
             ("--header-timeout", self.header_timeout),
@@ -197,6 +210,7 @@ impl ServeArgs {
             purge_memory: self.purge_memory,
             test_hooks: self.test_hooks,
             seed: settings.seed,
+            http_threads: self.http_threads,
         })
     }
 }

@@ -66,6 +66,8 @@ pub struct ServeConfig {
     pub purge_memory: usize,
     pub test_hooks: bool,
     pub seed: u64,
+    /// Tokio worker threads for HTTP; `None`: [`default_http_threads`].
+    pub http_threads: Option<usize>,
 }
 
 /// Batches per sweep job: a backlog is swept in rounds, so requests queue behind one round at
@@ -78,10 +80,6 @@ pub fn run(
     config: ServeConfig,
     started: impl FnOnce(SocketAddr, Vec<String>),
 ) -> anyhow::Result<()> {
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .thread_name("serve-http")
-        .build()?;
     let stores = Stores::new(
         config.store.as_deref(),
         None,
@@ -108,6 +106,14 @@ pub fn run(
         "sqlite" => 1,
         _ => config.pool_size.max(1) as usize,
     };
+    let http_threads = config
+        .http_threads
+        .unwrap_or_else(|| default_http_threads(pool.kind(), available_cores()));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(http_threads)
+        .enable_all()
+        .thread_name("serve-http")
+        .build()?;
     let clock = Arc::new(ScaledClock::new(config.time_scale));
     let carrier = Arc::new(Carrier::new(config.carrier.clone()).without_ledger());
     let remote_carrier = config
@@ -151,7 +157,10 @@ pub fn run(
         let addr = listener.local_addr()?;
         // Before the server says it listens: a SIGTERM right after must drain, not kill.
         let stop = shutdown_signal()?;
-        started(addr, describe(&app, &stores, writer_count, &summary));
+        started(
+            addr,
+            describe(&app, &stores, (writer_count, http_threads), &summary),
+        );
         let sweeping = tokio::spawn(sweeper(
             app.clone(),
             config.sweep_period_ms,
@@ -179,6 +188,23 @@ pub fn run(
     served
 }
 
+/// The cores this process may run on.
+fn available_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// HTTP worker threads when `--http-threads` is not given. SQLite's one writer thread is where
+/// a flat-out server spends most of its time, so it keeps a core of its own: the HTTP side
+/// gets the others (at least one), since one HTTP thread handles many times what one writer
+/// can commit. With PostgreSQL or Redis the writers mostly wait for the server, so HTTP gets
+/// every core, tokio's own default. Measured in docs/serve.md ("HTTP threads").
+pub fn default_http_threads(store_kind: &str, cores: usize) -> usize {
+    match store_kind {
+        "sqlite" => cores.saturating_sub(1).max(1),
+        _ => cores.max(1),
+    }
+}
+
 /// The settings a start-up line states, besides the store.
 struct Summary {
     carrier_url: Option<reqwest::Url>,
@@ -199,15 +225,22 @@ fn config_summary(c: &ServeConfig) -> Summary {
 }
 
 /// What the server says at start, one line each.
-fn describe(app: &App, stores: &Stores, writers: usize, s: &Summary) -> Vec<String> {
+fn describe(
+    app: &App,
+    stores: &Stores,
+    (writers, http_threads): (usize, usize),
+    s: &Summary,
+) -> Vec<String> {
     let d = |ms: Millis| crate::duration::format_secs(ms as f64 / 1000.0);
     let wall = |ms: Millis| crate::duration::format_secs(app.clock.wall(ms).as_secs_f64());
     let e = &app.engine;
     let mut lines = vec![format!(
-        "store {} ({} writer{}), held by this process",
+        "store {} ({} writer{}, HTTP on {} thread{}), held by this process",
         stores.name(),
         writers,
-        if writers == 1 { "" } else { "s" }
+        if writers == 1 { "" } else { "s" },
+        http_threads,
+        if http_threads == 1 { "" } else { "s" }
     )];
     lines.push(format!(
         "retention {}, lease {}, carrier timeout {}",
@@ -407,4 +440,19 @@ fn shutdown_signal() -> anyhow::Result<impl std::future::Future<Output = ()>> {
             _ = int.recv() => {}
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_http_threads;
+
+    /// SQLite's writer keeps a core when there is one to spare; the other stores get them all.
+    #[test]
+    fn http_threads_leave_sqlites_writer_a_core() {
+        assert_eq!(default_http_threads("sqlite", 2), 1);
+        assert_eq!(default_http_threads("sqlite", 8), 7);
+        assert_eq!(default_http_threads("sqlite", 1), 1);
+        assert_eq!(default_http_threads("postgres", 2), 2);
+        assert_eq!(default_http_threads("redis", 1), 1);
+    }
 }
