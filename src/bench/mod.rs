@@ -30,7 +30,8 @@ pub mod statements;
 
 pub use baseline::{Baseline, SqliteWriter};
 pub use report::{
-    InvariantCheck, Machine, Percentiles, Report, RunSample, SideReport, SideSummary, render_table,
+    InvariantCheck, Machine, Percentiles, Report, RunSample, SideReport, SideSummary, cores,
+    render_table,
 };
 
 use crate::carrier::{Carrier, CarrierConfig, Latency};

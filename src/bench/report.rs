@@ -171,11 +171,16 @@ pub struct Machine {
 impl Machine {
     pub fn now(load_before: Option<f64>) -> Self {
         Self {
-            cores: std::thread::available_parallelism().map_or(1, |n| n.get()),
+            cores: cores(),
             load_avg_1m_before: load_before,
             load_avg_1m_after: load_average(),
         }
     }
+}
+
+/// The cores this process may run on (1 where the system does not say).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The 1-minute load average, where the system reports one (Linux).

@@ -108,7 +108,7 @@ pub fn run(
     };
     let http_threads = config
         .http_threads
-        .unwrap_or_else(|| default_http_threads(pool.kind(), available_cores()));
+        .unwrap_or_else(|| default_http_threads(pool.kind(), crate::bench::cores()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(http_threads)
         .enable_all()
@@ -186,11 +186,6 @@ pub fn run(
     drop(runtime);
     stores.finish()?;
     served
-}
-
-/// The cores this process may run on.
-fn available_cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// HTTP worker threads when `--http-threads` is not given. SQLite's one writer thread is where

@@ -59,9 +59,9 @@ enum Holding {
     },
 }
 
-/// The proof of the hold that each write carries to the server, so that a hold lost while the
-/// client was stopped (SIGSTOP, a long pause) fails the write itself, not only the next
-/// transaction the client begins after its watcher noticed.
+/// What keeps a run's writes from landing beside another run's once its hold is lost while the
+/// client was stopped (SIGSTOP, a long pause): the watcher only stops the next transaction the
+/// client begins after it noticed, so the server itself must refuse the rest.
 ///
 /// - PostgreSQL: the proof is the writing session itself. Every connection that writes holds a
 ///   *shared* session lock on the schema's writers key ([`schema_writers_key`]), taken when it
