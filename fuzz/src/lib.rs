@@ -17,6 +17,9 @@ pub fn short_digit_runs(text: &str) -> bool {
         .all(|run| run.len() <= MAX_DIGIT_RUN)
 }
 
+/// How serde_json's reserved object keys begin, as the canonical form writes the first one.
+const SERDE_JSON_PRIVATE_KEY: &str = "{\"$serde_json::private::";
+
 /// A body is answered without a panic; an accepted one round-trips through its canonical form
 /// with the same hash; any JSON's RFC 8785 form is a fixed point.
 pub fn body(text: &str) {
@@ -28,8 +31,18 @@ pub fn body(text: &str) {
     }
     if let Ok(v) = serde_json::from_str::<serde_json::Value>(text) {
         let once = canonical_json(&v);
-        let again: serde_json::Value = serde_json::from_str(&once).expect("RFC 8785 is JSON");
-        assert_eq!(canonical_json(&again), once, "{text}");
+        match serde_json::from_str::<serde_json::Value>(&once) {
+            Ok(again) => assert_eq!(canonical_json(&again), once, "{text}"),
+            // serde_json (with its `raw_value` feature, which a dependency enables) reads an
+            // object whose *first* key is its private token as a raw value, not as a map. RFC
+            // 8785 sorts keys, and `$` sorts before letters, so the canonical form of an
+            // object holding that key (anywhere) can start with it: valid JSON that this
+            // parser alone refuses. Any other refusal is a broken canonical form.
+            Err(e) => assert!(
+                once.starts_with(SERDE_JSON_PRIVATE_KEY),
+                "RFC 8785 is JSON: {e}: {text}"
+            ),
+        }
     }
 }
 
