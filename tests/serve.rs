@@ -351,13 +351,23 @@ fn status_table(s: &Server) {
 /// hands back the same label. One label, one purchase, one takeover.
 #[test]
 fn the_lease_takeover_timeline_over_http() {
+    takeover_timeline(&[]);
+}
+
+/// The same timeline with a carrier that answers at once, so the takeover runs txn 1, the
+/// carrier call and txn 2 on one trip to the writer: the same answers and the same counts.
+#[test]
+fn the_lease_takeover_timeline_with_a_carrier_that_answers_at_once() {
+    takeover_timeline(&["--carrier-latency", "0s"]);
+}
+
+fn takeover_timeline(extra: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
     // The seed's 30 s lease at 10x: 3 s of wall time.
-    let s = Server::start(
-        &format!("sqlite:{}", path.display()),
-        &["--test-hooks", "--time-scale", "10"],
-    );
+    let mut args = vec!["--test-hooks", "--time-scale", "10"];
+    args.extend_from_slice(extra);
+    let s = Server::start(&format!("sqlite:{}", path.display()), &args);
     let c = client();
     let key = Some("\"label:918273:1:v1\"");
     let died = s
@@ -403,6 +413,65 @@ fn the_lease_takeover_timeline_over_http() {
     let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
     use idemcalc::store::Store as _;
     assert_eq!(store.count_labels().unwrap(), 1);
+}
+
+/// With a carrier that answers at once, attempts complete on one trip to the writer. Many at
+/// once, on many keys and on one key, still give one label per key, bought once.
+#[test]
+fn a_carrier_that_answers_at_once_labels_each_key_once_under_concurrency() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store.sqlite");
+    let s = Server::start(
+        &format!("sqlite:{}", path.display()),
+        &["--carrier-latency", "0s"],
+    );
+    let body = |order: u32| {
+        format!(r#"{{"order_id":{order},"parcel_no":1,"weight_g":1450,"service":"ground"}}"#)
+    };
+    // 8 threads, each sending 5 keys of its own, then all of them the one shared key.
+    let answers: Vec<(u16, bool, String)> = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..8u32)
+            .map(|t| {
+                let (s, body) = (&s, &body);
+                scope.spawn(move || {
+                    let c = client();
+                    let mut got = Vec::new();
+                    for order in (0..5).map(|i| 1000 + t * 10 + i).chain([7]) {
+                        let key = format!("\"label:{order}:1:v1\"");
+                        let r = s.post(&c, Some(&key), &body(order)).send().unwrap();
+                        let replayed = r.headers().contains_key("idempotent-replayed");
+                        got.push((r.status().as_u16(), replayed, r.text().unwrap()));
+                    }
+                    got
+                })
+            })
+            .collect();
+        threads
+            .into_iter()
+            .flat_map(|t| t.join().unwrap())
+            .collect()
+    });
+    let created = answers.iter().filter(|a| a.0 == 201 && !a.1).count();
+    let replayed = answers.iter().filter(|a| a.0 == 201 && a.1).count();
+    let in_progress = answers.iter().filter(|a| a.0 == 409).count();
+    assert_eq!(created, 41, "40 own keys and the shared one: {answers:?}");
+    assert_eq!(replayed + in_progress, 7, "{answers:?}");
+    // Every 201 for the shared key is the same label, byte for byte.
+    let shared: Vec<&String> = answers
+        .iter()
+        .filter(|a| a.0 == 201 && a.2.contains("\"order_id\":7,"))
+        .map(|a| &a.2)
+        .collect();
+    assert_eq!(shared.len(), 1 + replayed);
+    assert!(shared.windows(2).all(|w| w[0] == w[1]), "{shared:?}");
+    let c = client();
+    assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 41.0);
+    assert_eq!(s.metric(&c, "idemcalc_in_flight"), 0.0);
+    let (code, err) = s.stop();
+    assert_eq!(code, Some(0), "{err}");
+    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+    use idemcalc::store::Store as _;
+    assert_eq!(store.count_labels().unwrap(), 41);
 }
 
 /// `--time-scale 3600 --retention 24h`: a completed key is swept after about 24 s, sent again it

@@ -298,19 +298,29 @@ enum Flow {
 }
 
 /// One attempt: txn 1 (and the carrier's reply) on a writer, the carrier's latency waited out
-/// here with no transaction open, then txn 2 on a writer.
+/// here with no transaction open, then txn 2 on a writer. A carrier in this process that
+/// answers with no latency leaves nothing to wait for, so the writer runs txn 2 at once.
 async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow, JobError> {
     let _counted = InFlightGauge::enter(&app);
     let caller = req.caller_id.clone();
     let key = req.idem_key.clone();
     let digest = RequestDigest::of(&req);
-    let begin = Box::new((req, digest));
-    let (attempt, reply) = match app.writers.call(|tx| Job::Begin(begin, tx)).await? {
+    let request = Box::new((req, digest));
+    let began = app
+        .writers
+        .call(|reply| Job::Begin {
+            request,
+            may_complete: die.is_none(),
+            reply,
+        })
+        .await?;
+    let (attempt, next) = match began {
         Began::Answered(r) => {
             note_replay(&app, &caller, key.as_deref(), &r);
             return Ok(Flow::Answered(r));
         }
-        Began::Owned(a, reply) => (a, reply),
+        Began::Owned(a, carrier) => (a, Ok(carrier)),
+        Began::Completed(a, finished) => (a, Err(finished)),
     };
     let (_running, owner_alive) = app.inflight.enter(&attempt.caller_id, &attempt.idem_key);
     if attempt.took_over {
@@ -321,10 +331,14 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
     } else if app.purged.contains(&attempt.caller_id, &attempt.idem_key) {
         app.metrics.purged_key_requests.inc();
     }
+    let carrier = match next {
+        Ok(carrier) => carrier,
+        Err(finished) => return Ok(finished_flow(&app, &attempt.idem_key, &caller, finished)),
+    };
     if die == Some(DiePoint::AfterTxn1) {
         return Ok(Flow::Died);
     }
-    let reply = match reply {
+    let reply = match carrier {
         CarrierCall::Answered(reply) => {
             // The service waits for the carrier at most its timeout; past it the engine
             // answers 503.
@@ -350,15 +364,20 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
         .writers
         .call_waiting(|tx| Job::Finish(Box::new((attempt, reply, die)), tx))
         .await?;
+    Ok(finished_flow(&app, &key, &caller, finished))
+}
+
+/// Txn 2's outcome; a label created is remembered against its creator for `--key-scope global`.
+fn finished_flow(app: &App, key: &str, caller: &str, finished: Finished) -> Flow {
     match finished {
-        Finished::Died => Ok(Flow::Died),
+        Finished::Died => Flow::Died,
         Finished::Answered(r) => {
             if r.outcome == Outcome::Created
                 && let Some(c) = &app.creators
             {
-                c.created(&key, &caller);
+                c.created(key, caller);
             }
-            Ok(Flow::Answered(r))
+            Flow::Answered(r)
         }
     }
 }
