@@ -4,6 +4,7 @@
 mod common;
 
 use common::{PG_URL_VAR, REDIS_URL_VAR};
+use idemcalc::store::Store as _;
 use reqwest::blocking::{Client, RequestBuilder};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
@@ -58,6 +59,11 @@ impl Server {
             stderr,
             dir,
         }
+    }
+
+    /// [`Server::start`] on the SQLite file at `path`.
+    fn on_sqlite(path: &std::path::Path, args: &[&str]) -> Server {
+        Server::start(&format!("sqlite:{}", path.display()), args)
     }
 
     fn url(&self, path: &str) -> String {
@@ -115,6 +121,11 @@ impl Drop for Server {
         }
         let _ = &self.dir;
     }
+}
+
+/// The SQLite store at `path`, opened by the test: it opens only once the server has released it.
+fn reopen(path: &std::path::Path) -> idemcalc::store::SqliteStore {
+    idemcalc::store::SqliteStore::open(path, &Default::default()).unwrap()
 }
 
 fn signal(child: &Child, sig: i32) {
@@ -367,7 +378,7 @@ fn takeover_timeline(extra: &[&str]) {
     // The seed's 30 s lease at 10x: 3 s of wall time.
     let mut args = vec!["--test-hooks", "--time-scale", "10"];
     args.extend_from_slice(extra);
-    let s = Server::start(&format!("sqlite:{}", path.display()), &args);
+    let s = Server::on_sqlite(&path, &args);
     let c = client();
     let key = Some("\"label:918273:1:v1\"");
     let died = s
@@ -410,8 +421,7 @@ fn takeover_timeline(extra: &[&str]) {
     assert_eq!(s.metric(&c, "idemcalc_carrier_replays_total"), 1.0);
     let (code, err) = s.stop();
     assert_eq!(code, Some(0), "{err}");
-    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
-    use idemcalc::store::Store as _;
+    let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 1);
 }
 
@@ -421,10 +431,7 @@ fn takeover_timeline(extra: &[&str]) {
 fn a_carrier_that_answers_at_once_labels_each_key_once_under_concurrency() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
-    let s = Server::start(
-        &format!("sqlite:{}", path.display()),
-        &["--carrier-latency", "0s"],
-    );
+    let s = Server::on_sqlite(&path, &["--carrier-latency", "0s"]);
     let body = |order: u32| {
         format!(r#"{{"order_id":{order},"parcel_no":1,"weight_g":1450,"service":"ground"}}"#)
     };
@@ -469,8 +476,7 @@ fn a_carrier_that_answers_at_once_labels_each_key_once_under_concurrency() {
     assert_eq!(s.metric(&c, "idemcalc_in_flight"), 0.0);
     let (code, err) = s.stop();
     assert_eq!(code, Some(0), "{err}");
-    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
-    use idemcalc::store::Store as _;
+    let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 41);
 }
 
@@ -605,10 +611,7 @@ fn limits_leave_the_server_answering_others() {
 fn sigterm_drains_the_request_in_flight() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
-    let s = Server::start(
-        &format!("sqlite:{}", path.display()),
-        &["--carrier-latency", "1s"],
-    );
+    let s = Server::on_sqlite(&path, &["--carrier-latency", "1s"]);
     let c = client();
     let req = s.post(&c, Some("\"drain\""), BODY);
     let flight = std::thread::spawn(move || req.send().map(|r| r.status().as_u16()));
@@ -619,7 +622,7 @@ fn sigterm_drains_the_request_in_flight() {
     assert_eq!(flight.join().unwrap().unwrap(), 201, "{err}");
     assert_eq!(code, Some(0), "{err}");
     // Released: the store opens again in this process.
-    idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
+    reopen(&path);
 }
 
 /// Bad flags and files exit 2 naming them, before anything listens.
@@ -835,8 +838,8 @@ fn the_lease_takeover_timeline_with_the_carrier_behind_http() {
     let (carrier, carrier_url) = start_carrier(&["--time-scale", "10"]);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
-    let s = Server::start(
-        &format!("sqlite:{}", path.display()),
+    let s = Server::on_sqlite(
+        &path,
         &[
             "--test-hooks",
             "--time-scale",
@@ -889,8 +892,7 @@ fn the_lease_takeover_timeline_with_the_carrier_behind_http() {
     assert_eq!(code, Some(0), "{err}");
     assert!(err.contains("over HTTP"), "{err}");
     drop(carrier);
-    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
-    use idemcalc::store::Store as _;
+    let mut store = reopen(&path);
     let labels = store.labels().unwrap();
     assert_eq!(labels.len(), 1);
     assert_eq!(labels[0].label_id, label["label_id"].as_str().unwrap());
@@ -905,10 +907,7 @@ fn an_unreachable_carrier_is_a_timeout_and_stores_nothing() {
     drop(closed);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.sqlite");
-    let s = Server::start(
-        &format!("sqlite:{}", path.display()),
-        &["--carrier-url", &url],
-    );
+    let s = Server::on_sqlite(&path, &["--carrier-url", &url]);
     let c = client();
     let r = s.post(&c, Some("\"k-unreachable\""), BODY).send().unwrap();
     let p = problem(r, 503, "carrier_timeout");
@@ -918,7 +917,6 @@ fn an_unreachable_carrier_is_a_timeout_and_stores_nothing() {
     assert_eq!(r.status().as_u16(), 503);
     let (code, err) = s.stop();
     assert_eq!(code, Some(0), "{err}");
-    let mut store = idemcalc::store::SqliteStore::open(&path, &Default::default()).unwrap();
-    use idemcalc::store::Store as _;
+    let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 0);
 }

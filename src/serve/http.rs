@@ -2,7 +2,7 @@
 //! `GET /healthz`, `GET /problems/CODE`.
 
 use super::carrier::{PurchaseBody, RemoteCarrier};
-use super::detect::{Creators, InFlight, PurgeMemory};
+use super::detect::{Creators, InFlight, PurgeMemory, Running};
 use super::headers::{Callers, KeyHeader, idempotency_key};
 use super::metrics::Metrics;
 use super::problem::{self, Problem};
@@ -314,27 +314,18 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
             reply,
         })
         .await?;
-    let (attempt, next) = match began {
+    let (attempt, carrier) = match began {
         Began::Answered(r) => {
             note_replay(&app, &caller, key.as_deref(), &r);
             return Ok(Flow::Answered(r));
         }
-        Began::Owned(a, carrier) => (a, Ok(carrier)),
-        Began::Completed(a, finished) => (a, Err(finished)),
-    };
-    let (_running, owner_alive) = app.inflight.enter(&attempt.caller_id, &attempt.idem_key);
-    if attempt.took_over {
-        app.metrics.takeovers.inc();
-        if owner_alive {
-            app.metrics.takeovers_while_owner_alive.inc();
+        Began::Completed(a, finished) => {
+            let _running = note_attempt(&app, &a);
+            return Ok(finished_flow(&app, &a.idem_key, &caller, finished));
         }
-    } else if app.purged.contains(&attempt.caller_id, &attempt.idem_key) {
-        app.metrics.purged_key_requests.inc();
-    }
-    let carrier = match next {
-        Ok(carrier) => carrier,
-        Err(finished) => return Ok(finished_flow(&app, &attempt.idem_key, &caller, finished)),
+        Began::Owned(a, carrier) => (a, carrier),
     };
+    let _running = note_attempt(&app, &attempt);
     if die == Some(DiePoint::AfterTxn1) {
         return Ok(Flow::Died);
     }
@@ -365,6 +356,21 @@ async fn flow(app: Arc<App>, req: Request, die: Option<DiePoint>) -> Result<Flow
         .call_waiting(|tx| Job::Finish(Box::new((attempt, reply, die)), tx))
         .await?;
     Ok(finished_flow(&app, &key, &caller, finished))
+}
+
+/// Counts what an attempt holding the lease signals (a takeover, with its owner still running
+/// or not; a key the sweeper purged, sent again), and marks it running until the guard drops.
+fn note_attempt<'a>(app: &'a App, attempt: &Attempt) -> Running<'a> {
+    let (running, owner_alive) = app.inflight.enter(&attempt.caller_id, &attempt.idem_key);
+    if attempt.took_over {
+        app.metrics.takeovers.inc();
+        if owner_alive {
+            app.metrics.takeovers_while_owner_alive.inc();
+        }
+    } else if app.purged.contains(&attempt.caller_id, &attempt.idem_key) {
+        app.metrics.purged_key_requests.inc();
+    }
+    running
 }
 
 /// Txn 2's outcome; a label created is remembered against its creator for `--key-scope global`.

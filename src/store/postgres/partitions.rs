@@ -134,9 +134,9 @@ impl PostgresStore {
     /// Read, detach and drop are one transaction on a connection of the run's writers (see
     /// `exclusive::Fence`), so no other run can be writing in the schema meanwhile, however long
     /// this one was stopped between two statements. That rules out `DETACH … CONCURRENTLY` (it
-    /// cannot run in a transaction), so the detach takes its brief `ACCESS EXCLUSIVE` lock on the key table; waiting for it is bounded by the
-    /// engine's `lock_timeout`, and a detach that times out is left for the next sweep rather
-    /// than queue every claim behind it.
+    /// cannot run in a transaction), so the detach takes its brief `ACCESS EXCLUSIVE` lock on
+    /// the key table; waiting for it is bounded by the engine's `lock_timeout`, and a detach
+    /// that times out is left for the next sweep rather than queue every claim behind it.
     pub(super) fn drop_expired_partitions(
         &mut self,
         now_ms: Millis,
