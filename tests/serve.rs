@@ -661,6 +661,21 @@ fn bad_input_is_refused_naming_the_flag() {
             vec!["serve", "--callers", c, "--http-threads", "100000"],
             "--http-threads 100000",
         ),
+        // Sizes allocated at start: refused, not an allocation that aborts the process.
+        (
+            vec!["serve", "--callers", c, "--queue", "1000000000000"],
+            "--queue 1000000000000: give at most 1000000",
+        ),
+        (
+            vec![
+                "serve",
+                "--callers",
+                c,
+                "--max-connections",
+                "10000000000000000000",
+            ],
+            "--max-connections 10000000000000000000",
+        ),
     ] {
         let (code, _, err) = common::idemcalc(&args);
         assert_eq!(code, Some(2), "{args:?}: {err}");

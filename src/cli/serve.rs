@@ -76,10 +76,10 @@ pub struct ServeArgs {
     /// A body that has not arrived within this is answered 408.
     #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::duration::clap_parse)]
     pub body_timeout: Duration,
-    /// Most connections open at once; further ones wait in the listen backlog.
+    /// Most connections open at once (1 to 1,000,000); further ones wait in the listen backlog.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
-    /// Requests waiting for a writer before new ones get 503 `overloaded`.
+    /// Requests waiting for a writer before new ones get 503 `overloaded` (1 to 1,000,000).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub queue: usize,
     /// On SIGTERM or Ctrl-C, how long requests in flight get to finish.
@@ -103,6 +103,9 @@ pub struct ServeArgs {
 
 /// More HTTP threads than this only costs memory: the writers are the limit long before.
 const MAX_HTTP_THREADS: usize = 1024;
+/// The queue and the connection cap are allocated or counted out at start (a channel of that
+/// many slots, a semaphore of that many permits): past this, a value is a typo, not a size.
+const MAX_QUEUE_OR_CONNECTIONS: usize = 1_000_000;
 
 impl ServeArgs {
     fn settings(&self) -> anyhow::Result<Settings> {
@@ -144,10 +147,22 @@ impl ServeArgs {
                 anyhow::bail!("{flag} 0: give at least 1");
             }
         }
-        if let Some(n) = self.http_threads
-            && n > MAX_HTTP_THREADS
-        {
-            anyhow::bail!("--http-threads {n}: give at most {MAX_HTTP_THREADS}");
+        for (flag, n, max) in [
+            (
+                "--http-threads",
+                self.http_threads.unwrap_or(1),
+                MAX_HTTP_THREADS,
+            ),
+            ("--queue", self.queue, MAX_QUEUE_OR_CONNECTIONS),
+            (
+                "--max-connections",
+                self.max_connections,
+                MAX_QUEUE_OR_CONNECTIONS,
+            ),
+        ] {
+            if n > max {
+                anyhow::bail!("{flag} {n}: give at most {max}");
+            }
         }
         for (flag, d) in [
             ("--header-timeout", self.header_timeout),
