@@ -94,6 +94,13 @@ impl Server {
             .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
     }
 
+    /// [`Server::stop`], which must end in a clean exit (0): what the server said on stderr.
+    fn stop_ok(self) -> String {
+        let (code, err) = self.stop();
+        assert_eq!(code, Some(0), "{err}");
+        err
+    }
+
     /// SIGTERM, then the exit code and everything the server said on stderr.
     fn stop(mut self) -> (Option<i32>, String) {
         let child = self.child.take().unwrap();
@@ -419,8 +426,7 @@ fn takeover_timeline(extra: &[&str]) {
     );
     assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 1.0);
     assert_eq!(s.metric(&c, "idemcalc_carrier_replays_total"), 1.0);
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    s.stop_ok();
     let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 1);
 }
@@ -474,8 +480,7 @@ fn a_carrier_that_answers_at_once_labels_each_key_once_under_concurrency() {
     let c = client();
     assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 41.0);
     assert_eq!(s.metric(&c, "idemcalc_in_flight"), 0.0);
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    s.stop_ok();
     let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 41);
 }
@@ -508,7 +513,7 @@ fn a_key_swept_on_the_scaled_clock_is_new_again_and_counted() {
         "treated as new"
     );
     assert_eq!(s.metric(&c, "idemcalc_purged_key_requests_total"), 1.0);
-    assert_eq!(s.stop().0, Some(0));
+    s.stop_ok();
 }
 
 /// A body over the limit, a slow-loris head, a stalled body and a thousand idle connections:
@@ -602,7 +607,7 @@ fn limits_leave_the_server_answering_others() {
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     assert!(answer.contains("body_timeout"), "{answer}");
     ok("k4");
-    assert_eq!(s.stop().0, Some(0));
+    s.stop_ok();
 }
 
 /// SIGTERM while a request is in flight (the carrier takes 1 s): the request still gets its
@@ -735,8 +740,7 @@ fn a_locked_postgres_store_answers_503_within_its_deadline_and_recovers() {
     tx.rollback().unwrap();
     let r = s.post(&c, Some("\"b\""), &body).send().unwrap();
     assert_eq!(r.status().as_u16(), 201);
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    s.stop_ok();
     admin
         .batch_execute(&format!("DROP SCHEMA IF EXISTS {schema} CASCADE"))
         .unwrap();
@@ -796,8 +800,7 @@ fn a_paused_redis_store_answers_503_and_the_service_recovers() {
         assert!(tries < 120, "the service never recovered");
         std::thread::sleep(Duration::from_millis(500));
     }
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    s.stop_ok();
 }
 
 /// Issue 39 against issue 38: `idemcalc load` with its defaults (order numbers included) sends
@@ -903,8 +906,7 @@ fn the_lease_takeover_timeline_with_the_carrier_behind_http() {
     assert_eq!(s.metric(&c, "idemcalc_carrier_purchases_total"), 1.0);
     assert_eq!(s.metric(&c, "idemcalc_carrier_replays_total"), 1.0);
     assert_eq!(s.metric(&c, "idemcalc_takeovers_total"), 1.0);
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    let err = s.stop_ok();
     assert!(err.contains("over HTTP"), "{err}");
     drop(carrier);
     let mut store = reopen(&path);
@@ -930,8 +932,7 @@ fn an_unreachable_carrier_is_a_timeout_and_stores_nothing() {
     // The lease was handed back: the retry is not a 409 but another try at the carrier.
     let r = s.post(&c, Some("\"k-unreachable\""), BODY).send().unwrap();
     assert_eq!(r.status().as_u16(), 503);
-    let (code, err) = s.stop();
-    assert_eq!(code, Some(0), "{err}");
+    s.stop_ok();
     let mut store = reopen(&path);
     assert_eq!(store.count_labels().unwrap(), 0);
 }
