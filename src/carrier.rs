@@ -9,6 +9,7 @@
 //! checked against the labels its store kept.
 
 use crate::clock::Millis;
+use bloomfilter::Bloom;
 use rand::distr::Distribution as _;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
@@ -247,9 +248,22 @@ pub struct CarrierLabel {
 pub enum CarrierResult {
     /// A label: bought now, or (`replayed`) the one the same key bought earlier.
     Label { label: CarrierLabel, replayed: bool },
+    /// The key was used within the carrier's window for another purchase (another order,
+    /// parcel, version, service or weight): refused, nothing bought, as every idempotent API
+    /// refuses a key reused with another request (the IETF draft's 422). Replaying the first
+    /// purchase's label would hand one order's label to another.
+    KeyReused,
     /// A definitive refusal: nothing was bought.
     Refused { reason: String },
 }
+
+/// The header of the carrier's `GET /v1/invoice` (`idemcalc carrier`) that says how many of the
+/// oldest lines its `--invoice-lines` limit dropped, so a reconciliation knows it is short.
+pub const INVOICE_DROPPED: &str = "idemcalc-invoice-dropped";
+
+/// The wire word for [`CarrierResult::KeyReused`] in a refusal's `reason` (`idemcalc carrier`),
+/// the code every status table of this project gives a reused key.
+pub const KEY_REUSED: &str = "idempotency_key_reused";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CarrierReply {
@@ -296,18 +310,50 @@ pub struct Carrier {
     state: Mutex<State>,
 }
 
+/// What a key was first used for: a repeat must ask for the same purchase to be replayed.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Asked {
+    order_id: i64,
+    parcel_no: i64,
+    label_version: i64,
+    service: Service,
+    weight_g: f64,
+}
+
+impl Asked {
+    fn of(p: &Purchase<'_>) -> Self {
+        Self {
+            order_id: p.order_id,
+            parcel_no: p.parcel_no,
+            label_version: p.label_version,
+            service: p.service,
+            weight_g: p.weight_g,
+        }
+    }
+}
+
 struct State {
     rng: StdRng,
-    keys: FastMap<Arc<str>, (CarrierLabel, Millis)>,
+    /// Per key: the label it bought, when the key leaves the window, and what it asked for.
+    keys: FastMap<Arc<str>, (CarrierLabel, Millis, Asked)>,
     /// Keys in the order they expire, so forgetting them is a pop from the front.
     expiry: VecDeque<(Millis, Arc<str>)>,
-    ledger: Vec<InvoiceLine>,
-    /// Labels sold per (order, parcel, version): the carrier's view of "more than one label".
-    sold: FastMap<(i64, i64, i64), u32>,
-    /// Labels sold per order, to number the tracking numbers of a second label.
-    per_order: FastMap<i64, u32>,
+    ledger: VecDeque<InvoiceLine>,
+    /// Labels sold per (order, parcel, version), with the last sale's time: the carrier's view
+    /// of "more than one label".
+    sold: FastMap<(i64, i64, i64), (u32, Millis)>,
+    /// Labels sold per order, with the last sale's time, to number a second label's tracking
+    /// number.
+    per_order: FastMap<i64, (u32, Millis)>,
+    /// Set by [`Carrier::forgetting_sales`]: sales leave `sold` and `per_order` a key window
+    /// after their parcel's last sale, in the order of this queue.
+    forget: Option<Forgetting>,
     stats: CarrierStats,
     keep_ledger: bool,
+    /// The most invoice lines kept in memory ([`Carrier::with_ledger_limit`]); older ones are
+    /// dropped and counted.
+    ledger_limit: Option<usize>,
+    ledger_dropped: u64,
     /// Where each invoice line also goes as it is booked, if anywhere.
     file: Option<Arc<LedgerFile>>,
 }
@@ -326,11 +372,14 @@ impl Carrier {
                 rng,
                 keys: FastMap::default(),
                 expiry: VecDeque::new(),
-                ledger: Vec::new(),
+                ledger: VecDeque::new(),
                 sold: FastMap::default(),
                 per_order: FastMap::default(),
+                forget: None,
                 stats: CarrierStats::default(),
                 keep_ledger: true,
+                ledger_limit: None,
+                ledger_dropped: 0,
                 file: None,
             }),
         }
@@ -340,6 +389,27 @@ impl Carrier {
     /// grow without bound, and duplicates are already counted per parcel.
     pub fn without_ledger(self) -> Self {
         self.lock().keep_ledger = false;
+        self
+    }
+
+    /// For a process that runs indefinitely (`serve`, `idemcalc carrier`): what the carrier
+    /// remembers of each parcel's sales (to count a second label, to number its tracking
+    /// number) is forgotten a key window after the parcel's last sale, so memory follows the
+    /// window's traffic, not every create ever (about 270 B a create before). A parcel sold
+    /// again after that is billed as usual but not counted a duplicate here (the invoice has
+    /// both lines); an order sold again after the carrier forgot it gets a tracking number
+    /// suffixed with its sale's number (`GRD000918273-r57`) whenever a fixed-size Bloom filter
+    /// of the orders ever sold says it may have had one, so two boxes still never share one.
+    /// A simulation keeps everything: it is finite, and its counts must be exact.
+    pub fn forgetting_sales(self) -> Self {
+        self.lock().forget = Some(Forgetting::new());
+        self
+    }
+
+    /// Keeps at most `lines` invoice lines in memory, dropping the oldest and counting them
+    /// ([`Carrier::ledger_dropped`]): `idemcalc carrier`'s `--invoice-lines`.
+    pub fn with_ledger_limit(self, lines: usize) -> Self {
+        self.lock().ledger_limit = Some(lines.max(1));
         self
     }
 
@@ -369,7 +439,7 @@ impl Carrier {
             let Some((_, key)) = s.expiry.pop_front() else {
                 break;
             };
-            if s.keys.get(&key).is_some_and(|(_, exp)| *exp <= now_ms) {
+            if s.keys.get(&key).is_some_and(|(_, exp, _)| *exp <= now_ms) {
                 s.keys.remove(&key);
             }
         }
@@ -409,8 +479,16 @@ impl Carrier {
             base_latency
         };
         if let Some(key) = p.key
-            && let Some((label, _)) = s.keys.get(key)
+            && let Some((label, _, asked)) = s.keys.get(key)
         {
+            if *asked != Asked::of(p) {
+                s.stats.refusals += 1;
+                return CarrierReply {
+                    result: CarrierResult::KeyReused,
+                    latency_ms: base_latency,
+                    hung: false,
+                };
+            }
             let label = label.clone();
             s.stats.replays += 1;
             return CarrierReply {
@@ -422,12 +500,14 @@ impl Carrier {
                 hung,
             };
         }
+        s.forget_sales_before(now_ms, self.config.window_ms);
         let label = s.sell(p, now_ms, self.config.label_price_cents);
         if let Some(key) = p.key {
             let expires = now_ms + self.config.window_ms;
             // One allocation for the key, shared by the map and the expiry queue.
             let key: Arc<str> = Arc::from(key);
-            s.keys.insert(key.clone(), (label.clone(), expires));
+            s.keys
+                .insert(key.clone(), (label.clone(), expires, Asked::of(p)));
             s.expiry.push_back((expires, key));
         }
         CarrierReply {
@@ -448,27 +528,114 @@ impl Carrier {
         }
     }
 
-    /// The invoice lines so far (empty when built `without_ledger`).
+    /// The invoice lines so far (empty when built `without_ledger`; the latest ones under a
+    /// ledger limit).
     pub fn ledger(&self) -> Vec<InvoiceLine> {
-        self.lock().ledger.clone()
+        self.lock().ledger.iter().cloned().collect()
+    }
+
+    /// Invoice lines dropped by the ledger limit.
+    pub fn ledger_dropped(&self) -> u64 {
+        self.lock().ledger_dropped
+    }
+
+    /// Parcels and orders whose sales the carrier remembers: what [`Carrier::forgetting_sales`]
+    /// bounds.
+    pub fn remembered_sales(&self) -> (usize, usize) {
+        let s = self.lock();
+        (s.sold.len(), s.per_order.len())
+    }
+}
+
+/// What [`Carrier::forgetting_sales`] keeps: the sales in the order they leave memory, and the
+/// orders ever sold.
+struct Forgetting {
+    queue: VecDeque<(Millis, (i64, i64, i64))>,
+    orders_ever: Bloom<i64>,
+}
+
+/// Orders the Bloom filter of orders ever sold is sized for, at 1 % false positives (about
+/// 1.2 MB); past it the rate climbs and more first labels get a sale-number suffix, which keeps
+/// tracking numbers unique all the same.
+const ORDERS_EVER: usize = 1_000_000;
+
+impl Forgetting {
+    fn new() -> Self {
+        Self {
+            queue: VecDeque::new(),
+            orders_ever: Bloom::new_for_fp_rate_with_seed(ORDERS_EVER, 0.01, &[7; 32])
+                .expect("a valid Bloom filter size"),
+        }
     }
 }
 
 impl State {
+    /// Forgets the parcels and orders whose last sale is a window old.
+    fn forget_sales_before(&mut self, now_ms: Millis, window_ms: Millis) {
+        let Some(f) = self.forget.as_mut() else {
+            return;
+        };
+        // The queue holds each sale's time, oldest first.
+        while let Some(&(sold_at, parcel)) = f.queue.front() {
+            if sold_at + window_ms > now_ms {
+                break;
+            }
+            f.queue.pop_front();
+            if self
+                .sold
+                .get(&parcel)
+                .is_some_and(|(_, last)| last + window_ms <= now_ms)
+            {
+                self.sold.remove(&parcel);
+            }
+            if self
+                .per_order
+                .get(&parcel.0)
+                .is_some_and(|(_, last)| last + window_ms <= now_ms)
+            {
+                self.per_order.remove(&parcel.0);
+            }
+        }
+    }
+
+    /// The tracking number of the sale about to be booked: the seed's form for an order's first
+    /// label, `-n` for its nth while remembered, `-rN` (N the sale's number) for an order the
+    /// carrier forgot but may have sold before.
+    fn next_tracking_no(&mut self, p: &Purchase<'_>, now_ms: Millis) -> String {
+        let known = self.per_order.contains_key(&p.order_id);
+        let k = self.per_order.entry(p.order_id).or_insert((0, now_ms));
+        k.0 += 1;
+        k.1 = now_ms;
+        let nth = k.0;
+        match self.forget.as_mut() {
+            Some(f) if !known && f.orders_ever.check(&p.order_id) => {
+                let mut t = tracking_no(p.service, p.order_id, 1);
+                t.push_str("-r");
+                t.push_str(itoa::Buffer::new().format(self.stats.purchases));
+                t
+            }
+            Some(f) => {
+                f.orders_ever.set(&p.order_id);
+                tracking_no(p.service, p.order_id, nth)
+            }
+            None => tracking_no(p.service, p.order_id, nth),
+        }
+    }
+
     fn sell(&mut self, p: &Purchase<'_>, now_ms: Millis, price_cents: i64) -> CarrierLabel {
         self.stats.purchases += 1;
         self.stats.billed_cents += price_cents;
-        let n = self
-            .sold
-            .entry((p.order_id, p.parcel_no, p.label_version))
-            .or_insert(0);
-        *n += 1;
-        if *n > 1 {
+        let parcel = (p.order_id, p.parcel_no, p.label_version);
+        let n = self.sold.entry(parcel).or_insert((0, now_ms));
+        n.0 += 1;
+        n.1 = now_ms;
+        if n.0 > 1 {
             self.stats.duplicate_purchases += 1;
         }
-        let k = self.per_order.entry(p.order_id).or_insert(0);
-        *k += 1;
-        let tracking_no = tracking_no(p.service, p.order_id, *k);
+        let tracking_no = self.next_tracking_no(p, now_ms);
+        if let Some(f) = self.forget.as_mut() {
+            f.queue.push_back((now_ms, parcel));
+        }
         let label = CarrierLabel {
             label_id: label_id(self.stats.purchases),
             tracking_no,
@@ -489,7 +656,14 @@ impl State {
                 file.book(&line);
             }
             if self.keep_ledger {
-                self.ledger.push(line);
+                self.ledger.push_back(line);
+                if self
+                    .ledger_limit
+                    .is_some_and(|limit| self.ledger.len() > limit)
+                {
+                    self.ledger.pop_front();
+                    self.ledger_dropped += 1;
+                }
             }
         }
         label

@@ -599,6 +599,134 @@ fn bad_bodies_leave_no_record(b: Backend) {
     h.assert_invariants();
 }
 
+// ---- Reliability: a key reused after its purge, a carrier that replays by key alone, the
+// sweeper and live leases (issue "Reliability, round four", items 1 and 2) ----
+
+/// Order 881000002's body, for a key first used for order 918273.
+const ANOTHER_ORDER: &str =
+    r#"{"order_id":881000002,"parcel_no":1,"label_version":1,"weight_g":1450,"service":"ground"}"#;
+
+/// A key reused for another order after our purge, while the carrier still remembers it: the
+/// carrier refuses (its own key saw another purchase), the caller gets 422 and a key it can
+/// replace, and nothing is bought or saved. Before, the carrier replayed the first order's
+/// label by key alone and the service answered 201 with it, for the second order.
+fn reused_key_after_purge_gets_422_not_another_orders_label(b: Backend) {
+    let config = EngineConfig {
+        retention_ms: 3_600_000,
+        ..EngineConfig::default()
+    };
+    let mut h = Harness::with_config(b, config);
+    assert_eq!(h.engine.handle(&h.request(BODY)).unwrap().status, 201);
+    // Past the retention (and past the end of a partitioned store's hour).
+    h.clock.advance_ms(2 * 3_600_000 + 1_000);
+    assert_eq!(h.engine.sweep(100, 10).unwrap(), 1);
+    let r = h.engine.handle(&h.request(ANOTHER_ORDER)).unwrap();
+    assert_eq!(
+        (r.status, r.outcome, r.code.as_deref()),
+        (422, Outcome::KeyReused, Some("idempotency_key_reused")),
+        "{}",
+        r.body
+    );
+    assert!(
+        !r.body.contains("918273"),
+        "another order's label: {}",
+        r.body
+    );
+    assert_eq!(
+        h.engine.store().get_key("fulfilment", KEY).unwrap(),
+        None,
+        "nothing ran, so nothing is saved under the key"
+    );
+    assert_eq!(h.engine.store().count_labels().unwrap(), 1);
+    assert_eq!(h.carrier.stats().purchases, 1, "nothing bought");
+    // Once the carrier's 24 h window has passed too, the key is new everywhere.
+    h.clock.advance_ms(86_400_000);
+    let r = h.engine.handle(&h.request(ANOTHER_ORDER)).unwrap();
+    assert_eq!((r.status, r.outcome), (201, Outcome::Created), "{}", r.body);
+    assert!(r.body.contains("\"order_id\":881000002"), "{}", r.body);
+    assert_eq!(h.engine.store().count_labels().unwrap(), 2);
+    h.assert_invariants();
+}
+
+/// A carrier that replays by key alone (any `--carrier-url`) hands back a label id our store
+/// holds for another parcel: txn 2 saves nothing, the claim goes, the caller gets a 502 naming
+/// the label, and a retry with a working carrier gets its own label.
+fn a_label_of_another_parcel_is_never_saved(b: Backend) {
+    use idemcalc::carrier::{CarrierLabel, CarrierReply};
+    let mut h = Harness::new(b);
+    assert_eq!(h.engine.handle(&h.request(BODY)).unwrap().status, 201);
+    let req = Request::create_label("fulfilment", Some("another-intent"), ANOTHER_ORDER);
+    let a = owned(h.engine.begin(&req).unwrap());
+    let forged = CarrierReply {
+        result: CarrierResult::Label {
+            label: CarrierLabel {
+                label_id: "L-1".into(),
+                tracking_no: "GRD000918273".into(),
+                cost_cents: 600,
+            },
+            replayed: true,
+        },
+        latency_ms: 10,
+        hung: false,
+    };
+    let r = finished(h.engine.finish(&a, &forged, None).unwrap());
+    assert_eq!(
+        (r.status, r.outcome),
+        (502, Outcome::CarrierRefused),
+        "{}",
+        r.body
+    );
+    assert!(
+        r.body.contains("L-1") && r.body.contains("918273"),
+        "{}",
+        r.body
+    );
+    assert_eq!(
+        h.engine
+            .store()
+            .get_key("fulfilment", "another-intent")
+            .unwrap(),
+        None
+    );
+    assert_eq!(h.engine.store().count_labels().unwrap(), 1);
+    let r = h.engine.handle(&req).unwrap();
+    assert_eq!((r.status, r.outcome), (201, Outcome::Created), "{}", r.body);
+    assert!(r.body.contains("\"order_id\":881000002"), "{}", r.body);
+    h.assert_invariants();
+}
+
+/// The sweeper deletes what the seed purges (completed records) and started records whose
+/// lease is over, never a started record whose attempt may still be at the carrier. A
+/// retention shorter than the lease is refused by the knob check; an `EngineConfig` built by
+/// hand can still ask for one, which is what makes the case reachable here.
+fn sweeper_never_deletes_a_live_lease(b: Backend) {
+    let config = EngineConfig {
+        lease_ms: 2 * 3_600_000,
+        retention_ms: 10_000,
+        ..EngineConfig::default()
+    };
+    let mut h = Harness::with_config(b, config);
+    let a = owned(h.engine.begin(&h.request(BODY)).unwrap());
+    let reply = h.engine.call_carrier(&a);
+    // Expired for an hour (a partitioned store's hour has ended too), lease still live.
+    h.clock.advance_ms(3_600_000 + 1_000);
+    assert_eq!(h.engine.sweep(100, 10).unwrap(), 0, "a live lease is kept");
+    let r = finished(h.engine.finish(&a, &reply, None).unwrap());
+    assert_eq!((r.status, r.outcome), (201, Outcome::Created), "{}", r.body);
+    // An attempt that dies after txn 1: its record goes once both its expiry and its lease
+    // have passed.
+    let req = Request::create_label("fulfilment", Some("abandoned"), ANOTHER_ORDER);
+    let died = h
+        .engine
+        .handle_with_fault(&req, Some(DiePoint::AfterTxn1))
+        .unwrap();
+    assert_eq!(died, Finished::Died);
+    h.clock.advance_ms(2 * 3_600_000 + 1_000);
+    assert_eq!(h.engine.sweep(100, 10).unwrap(), 2);
+    assert_eq!(h.engine.store().count_keys().unwrap(), 0);
+    h.assert_invariants();
+}
+
 /// Runs every listed test against every listed backend: one module per backend, one `#[test]` per
 /// name. `Backend::sqlite()` gives a backend and `Backend::postgres()` an `Option` (`None`: skipped,
 /// and said so loudly); `.into()` takes both.
@@ -647,6 +775,9 @@ conformance!([sqlite, postgres] {
     crash_inside_txn2_writes_nothing,
     bad_keys_touch_nothing,
     bad_bodies_leave_no_record,
+    reused_key_after_purge_gets_422_not_another_orders_label,
+    a_label_of_another_parcel_is_never_saved,
+    sweeper_never_deletes_a_live_lease,
 });
 
 // PostgreSQL with the key table partitioned by `expires_at` (`--sweeper partitions`): every case
@@ -678,6 +809,9 @@ conformance!([postgres_partitions] {
     crash_inside_txn2_writes_nothing,
     bad_keys_touch_nothing,
     bad_bodies_leave_no_record,
+    reused_key_after_purge_gets_422_not_another_orders_label,
+    a_label_of_another_parcel_is_never_saved,
+    sweeper_never_deletes_a_live_lease,
 });
 
 // Redis holds the key records and SQLite the labels (`store::redis`): every case that needs no
@@ -711,4 +845,100 @@ conformance!([redis] {
     crash_after_carrier_is_recovered_by_takeover,
     bad_keys_touch_nothing,
     bad_bodies_leave_no_record,
+    reused_key_after_purge_gets_422_not_another_orders_label,
+    a_label_of_another_parcel_is_never_saved,
+    sweeper_never_deletes_a_live_lease,
 });
+
+// ---- The simulated carrier's own key store and memory ----
+
+mod carrier {
+    use idemcalc::carrier::{
+        Carrier, CarrierConfig, CarrierLabel, CarrierResult, Latency, Purchase, Service,
+    };
+    use idemcalc::clock::Millis;
+
+    fn buy(carrier: &Carrier, key: &str, order_id: i64, now_ms: Millis) -> CarrierLabel {
+        let p = Purchase {
+            key: Some(key),
+            order_id,
+            parcel_no: 1,
+            label_version: 1,
+            service: Service::Ground,
+            weight_g: 1000.0,
+        };
+        match carrier.purchase(&p, now_ms).result {
+            CarrierResult::Label { label, .. } => label,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    fn fixed(window_ms: Millis) -> CarrierConfig {
+        CarrierConfig {
+            latency: Latency::Fixed { ms: 0 },
+            window_ms,
+            ..CarrierConfig::default()
+        }
+    }
+
+    /// A key reused within the window for another purchase is refused (nothing billed); the same
+    /// purchase is replayed.
+    #[test]
+    fn a_key_reused_for_another_purchase_is_refused() {
+        let carrier = Carrier::new(fixed(1_000));
+        let first = buy(&carrier, "k", 7, 0);
+        assert_eq!(
+            buy(&carrier, "k", 7, 10),
+            first,
+            "the same purchase: replayed"
+        );
+        let p = Purchase {
+            key: Some("k"),
+            order_id: 8,
+            parcel_no: 1,
+            label_version: 1,
+            service: Service::Ground,
+            weight_g: 1000.0,
+        };
+        assert_eq!(carrier.purchase(&p, 20).result, CarrierResult::KeyReused);
+        assert_eq!(carrier.stats().purchases, 1);
+        // Past the window the key is new.
+        assert!(matches!(
+            carrier.purchase(&p, 2_000).result,
+            CarrierResult::Label {
+                replayed: false,
+                ..
+            }
+        ));
+    }
+
+    /// Forgetting sales: what the carrier remembers of parcels and orders follows the window's
+    /// traffic (about 100 sales here, of 10,000), tracking numbers stay unique when an order
+    /// comes back after it was forgotten, and the invoice keeps its last lines only.
+    #[test]
+    fn forgetting_sales_bounds_memory_and_keeps_tracking_numbers_unique() {
+        let carrier = Carrier::new(fixed(1_000))
+            .forgetting_sales()
+            .with_ledger_limit(500);
+        let mut tracking = std::collections::HashSet::new();
+        for i in 0..10_000i64 {
+            let label = buy(&carrier, &format!("k{i}"), i % 2_000, i * 10);
+            assert!(tracking.insert(label.tracking_no.clone()), "{label:?}");
+            let (parcels, orders) = carrier.remembered_sales();
+            assert!(parcels <= 101 && orders <= 101, "{parcels} {orders} at {i}");
+        }
+        assert_eq!(carrier.ledger().len(), 500);
+        assert_eq!(carrier.ledger_dropped(), 9_500);
+        assert!(
+            tracking.iter().any(|t| t.contains("-r")),
+            "orders came back"
+        );
+        // Kept whole without forgetting, as a simulation needs.
+        let exact = Carrier::new(fixed(1_000));
+        for i in 0..3_000i64 {
+            buy(&exact, &format!("k{i}"), i % 2_000, i * 10);
+        }
+        assert_eq!(exact.remembered_sales(), (2_000, 2_000));
+        assert_eq!(exact.stats().duplicate_purchases, 1_000);
+    }
+}

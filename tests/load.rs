@@ -324,6 +324,13 @@ fn a_closed_port_ends_on_time_with_connection_errors() {
         report.errors
     );
     assert_eq!(report.error_share, 1.0);
+    // Nothing answered, so nothing was checked: the run fails and names the refusal.
+    assert!(!report.ok);
+    assert!(
+        report.verdict.failures[0].starts_with("nothing answered at http://"),
+        "{:?}",
+        report.verdict.failures
+    );
     on_time(&cfg, &report);
 }
 
@@ -347,6 +354,12 @@ fn a_server_that_never_answers_ends_on_time_with_timeouts() {
     assert!(report.dropped_intents > 0, "a full pool drops intents");
     // Dropped intents never started; every started one is stuck.
     assert_eq!(report.stuck_intents, report.counts.intents_started);
+    assert!(!report.ok);
+    assert!(
+        report.verdict.failures[0].contains("no answer within the 250 ms deadline"),
+        "{:?}",
+        report.verdict.failures
+    );
     on_time(&cfg, &report);
 }
 
@@ -414,6 +427,12 @@ fn a_certificate_nobody_trusts_fails_each_attempt_by_name() {
             .any(|k| k.to_lowercase().contains("certificate")),
         "{:?}",
         report.errors
+    );
+    assert!(!report.ok);
+    assert!(
+        report.verdict.failures[0].contains("certificate"),
+        "{:?}",
+        report.verdict.failures
     );
     on_time(&cfg, &report);
 }

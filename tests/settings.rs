@@ -435,6 +435,35 @@ fn a_retention_of_2_pow_64_seconds_exits_2_naming_the_flag() {
     assert!(err.contains("--retry-horizon"), "{err}");
 }
 
+/// A retention that does not outlast the lease plus the carrier timeout is refused, naming
+/// both, by every subcommand that takes it: a record could expire while its attempt still runs
+/// (issue "Reliability, round four", item 2).
+#[test]
+fn a_retention_shorter_than_an_attempt_is_refused_naming_lease_and_carrier_timeout() {
+    for cmd in [
+        vec!["simulate", "--retention", "50s", "--dry-run"],
+        vec!["serve", "--retention", "40s", "--callers", "/nonexistent"],
+        vec![
+            "simulate",
+            "--retention",
+            "10m",
+            "--lease",
+            "40m",
+            "--carrier-timeout",
+            "20m",
+            "--dry-run",
+        ],
+    ] {
+        let (code, _, err) = idemcalc(&cmd);
+        assert_eq!(code, Some(2), "{cmd:?}: {err}");
+        for flag in ["--retention", "--lease", "--carrier-timeout"] {
+            assert!(err.contains(flag), "{cmd:?} names {flag}: {err}");
+        }
+    }
+    let (code, _, err) = idemcalc(&["simulate", "--retention", "51s", "--dry-run"]);
+    assert_eq!(code, Some(0), "just longer than 30s + 20s: {err}");
+}
+
 /// Issue 15: `idemcalc scenario /dev/zero` grew to 5 GB; input files are read with a limit.
 #[test]
 fn an_endless_scenario_file_is_refused() {

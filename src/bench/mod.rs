@@ -958,6 +958,7 @@ fn open(
 ) -> Result<SqliteWriter, StoreError> {
     let options = &SqliteOptions {
         inline_checkpoints: config.checkpoints == Checkpoints::Inline,
+        bounded_wal: config.checkpoints != Checkpoints::Deferred,
         ..options.clone()
     };
     Ok(match config.group {

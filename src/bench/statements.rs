@@ -294,6 +294,17 @@ impl Tx for TimedTx<'_> {
         })
     }
 
+    fn undo_completion(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError> {
+        self.run(Statement::Other, |t| {
+            t.undo_completion(caller_id, idem_key, response_body)
+        })
+    }
+
     fn commit(mut self: Box<Self>) -> Result<(), StoreError> {
         self.book_begin();
         let s = if self.second {

@@ -1,5 +1,6 @@
 //! `idemcalc load URL`: flags → [`LoadConfig`] → [`crate::load::run`] → text, JSON or
-//! Markdown → exit code (1 when a budget is broken).
+//! Markdown → exit code (1 when the run failed: it checked nothing, its invoice could not be
+//! read, or a budget is broken).
 
 use crate::load::{self, Budgets, KeyPolicy, LoadConfig, Spacing, Template};
 use crate::run::Plan;
@@ -89,6 +90,15 @@ pub struct LoadArgs {
     /// e.g. http://127.0.0.1:8081/v1/invoice from `idemcalc carrier`.
     #[arg(long, value_name = "URL")]
     pub carrier_invoice: Option<String>,
+    /// The most of the invoice that is read; a larger one is not read, and the invoice check is
+    /// marked not done. The invoice holds every run's lines, about 200 bytes each: 256MiB is
+    /// about a million purchases.
+    #[arg(long, value_name = "SIZE", default_value = "256MiB")]
+    pub max_invoice_body: String,
+    /// How long the invoice may take, connection to last byte; past it the check is marked
+    /// not done and the run's report kept (loopback reads 100 MB well within the default).
+    #[arg(long, value_parser = duration_arg, value_name = "DURATION", default_value = "10s")]
+    pub invoice_timeout: Duration,
     /// The target's retention (as `serve --retention`): `simulate` is run on the same client,
     /// rate and retry distribution, and its duplicate labels per day are shown beside the
     /// count, with whether the two agree.
@@ -122,6 +132,10 @@ pub struct LoadArgs {
     /// Requests open at once (the connection pool). Default: four deadlines of arrivals.
     #[arg(long)]
     pub max_in_flight: Option<usize>,
+    /// The most of one answer's body that is read (e.g. 64KiB, 1MiB); an answer past it is an
+    /// error, so a body without end cannot take the machine's memory.
+    #[arg(long, value_name = "SIZE", default_value = "1MiB")]
+    pub max_body: String,
     /// Speak HTTP/2 without TLS (h2c prior knowledge); over https HTTP/2 is negotiated.
     #[arg(long)]
     pub http2: bool,
@@ -246,6 +260,7 @@ impl LoadArgs {
             .max_in_flight
             .unwrap_or_else(|| load::default_max_in_flight(rate, cfg.deadline));
         cfg.http2_prior_knowledge = self.http2;
+        cfg.max_body = load::body::parse_max("--max-body", &self.max_body)?;
         if let Some(share) = self.budget_error_share
             && !(0.0..=1.0).contains(&share)
         {
@@ -334,6 +349,28 @@ impl LoadArgs {
     }
 }
 
+impl LoadArgs {
+    /// `--carrier-invoice` with its ceiling and wait, checked before the run.
+    fn invoice_source(&self) -> anyhow::Result<Option<load::invoice::InvoiceSource>> {
+        let Some(u) = self.carrier_invoice.as_deref() else {
+            return Ok(None);
+        };
+        let url =
+            reqwest::Url::parse(u).map_err(|e| anyhow::anyhow!("--carrier-invoice `{u}`: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            anyhow::bail!("--carrier-invoice {url}: only http:// and https:// are spoken");
+        }
+        if self.invoice_timeout.is_zero() {
+            anyhow::bail!("--invoice-timeout: must be above 0");
+        }
+        Ok(Some(load::invoice::InvoiceSource {
+            url,
+            max_body: load::body::parse_max("--max-invoice-body", &self.max_invoice_body)?,
+            timeout: self.invoice_timeout,
+        }))
+    }
+}
+
 /// Set by Ctrl-C: the run stops starting intents and reports what it did.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
@@ -344,19 +381,16 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     // A handler that cannot be installed (one already is) leaves Ctrl-C's default: no report.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst));
-    let invoice = args
-        .carrier_invoice
-        .as_deref()
-        .map(|u| {
-            reqwest::Url::parse(u).map_err(|e| anyhow::anyhow!("--carrier-invoice `{u}`: {e}"))
-        })
-        .transpose()?;
+    let invoice = args.invoice_source()?;
     let prediction = args.prediction_settings(&cfg)?;
     let mut report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
     bar.finish_and_clear();
-    if let Some(url) = &invoice {
-        let count = load::invoice::reconcile(url, cfg.first_order, report.counts.intents_started)?;
-        report.add_invoice(count, cfg.budgets.duplicate_labels);
+    if let Some(source) = &invoice {
+        // A failed read keeps the report: the run is marked failed, with the reason.
+        match load::invoice::reconcile(source, report.orders.numbers()) {
+            Ok(count) => report.add_invoice(count, cfg.budgets.duplicate_labels),
+            Err(e) => report.add_invoice_unread(&source.url, format!("{e:#}")),
+        }
     }
     if let Some((settings, command)) = prediction {
         report.prediction = Some(load::predict::predict(
@@ -376,6 +410,13 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
             .map_err(|e| anyhow::anyhow!("--out {}: {e}", path.display()))?;
     }
     super::print(&text)?;
+    // The text ends with the verdict; JSON and Markdown go to files and pipes, so the reasons a
+    // run failed are named on stderr too, as k6 names the thresholds crossed.
+    if args.format != LoadFormat::Table {
+        for f in &report.verdict.failures {
+            eprintln!("idemcalc load: FAILED: {f}");
+        }
+    }
     Ok(if report.run.interrupted_after_s.is_some() {
         super::bench::EXIT_INTERRUPTED
     } else if report.ok {

@@ -26,9 +26,15 @@ Idempotency-Key headers are 400. Errors are application/problem+json (RFC 9457).
 (retention, lease, carrier latency and timeout, sweep period) passes N times sooner, so
 --time-scale 3600 --retention 24h sweeps a completed key after about 24 s.
 
+SIGHUP: read --callers FILE again (a bad file is refused, naming its line, and the callers in
+force stay).
+
 SIGTERM or Ctrl-C: stop accepting, finish the requests in flight within --drain, release the
-store's hold, exit 0. Exit 2: bad input or a store that cannot be opened or is held by another
-process.")]
+store's hold, exit 0. Requests still running when --drain ends are answered 503 shutting_down
+(Retry-After: the lease) and counted, and the exit code is 1. Exit 2: bad input or a store that
+cannot be opened or is held by another process. Exit 3: the store's hold was lost while serving
+(a stalled or restarted PostgreSQL session, an expired Redis hold key): the server stops rather
+than stay alive and unavailable, so a supervisor starts it again.")]
 pub struct ServeArgs {
     /// The engine, carrier and sweeper knobs, from the settings table (a scenario file's fields).
     #[command(flatten)]
@@ -216,6 +222,7 @@ impl ServeArgs {
             sweep_batch: settings.traffic.sweep_batch,
             time_scale: self.time_scale,
             callers,
+            callers_file: self.callers.clone(),
             max_body_bytes: self.max_body,
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
@@ -233,7 +240,7 @@ impl ServeArgs {
 pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
     let config = args.config()?;
     let mut printed = Ok(());
-    crate::serve::run(config, |addr, lines| {
+    let stopped = crate::serve::run(config, |addr, lines| {
         for line in lines {
             eprintln!("{line}");
         }
@@ -241,6 +248,11 @@ pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {
         printed = super::print(&format!("listening on http://{addr}\n"));
     })?;
     printed?;
+    if stopped.hold_lost {
+        eprintln!("stopped: the store's hold was lost (exit 3); start the server again");
+        return Ok(3);
+    }
     eprintln!("stopped: the store's hold is released");
-    Ok(0)
+    // A supervisor (and a test) learns that requests were cut off, not only the log.
+    Ok(i32::from(stopped.cut > 0))
 }

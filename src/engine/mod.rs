@@ -6,7 +6,10 @@
 //! [`Engine::call_carrier`] (no transaction open), and [`Engine::finish`] (txn 2).
 //! [`Engine::handle`] runs the three back to back for callers that live in real time.
 
+mod label;
 pub mod request;
+
+pub use label::label_body;
 
 use crate::carrier::{Carrier, CarrierReply, CarrierResult, Purchase};
 use crate::clock::{Clock, Millis};
@@ -156,6 +159,10 @@ pub struct Response {
     /// The key was claimed as new although the sweeper had purged it: the seed's alert for a
     /// retry that outlived retention, each one a possible duplicate.
     pub key_was_purged: bool,
+    /// The carrier sold a new label that the labels table's natural key then turned away (the
+    /// parcel already had one): an invoice line without a label of ours, the seed's sign of a
+    /// second purchase. The answer is the parcel's existing label.
+    pub unlabelled_purchase: bool,
     pub body: String,
 }
 
@@ -172,6 +179,7 @@ impl Response {
             replayed: false,
             retry_after_ms: None,
             key_was_purged: false,
+            unlabelled_purchase: false,
             body: request::canonical_json(&body),
         }
     }
@@ -188,6 +196,7 @@ impl Response {
             replayed: true,
             retry_after_ms: None,
             key_was_purged: false,
+            unlabelled_purchase: false,
             body,
         }
     }
@@ -459,18 +468,17 @@ impl Engine {
         }
         let now = self.clock.now_ms();
         if reply.latency_ms > self.config.carrier_timeout_ms {
-            // The purchase may have gone through; the derived key makes the next attempt's call
-            // safe, so hand the lease back at once rather than make every retry wait it out.
-            let mut tx = self.store.begin()?;
-            tx.release_lease(&a.caller_id, &a.idem_key, &a.lease_token, now)?;
-            tx.commit()?;
-            return Ok(Finished::Answered(Response::error(
-                503,
-                Outcome::CarrierTimeout,
-                "carrier_timeout",
-                serde_json::json!({ "message": "the carrier did not answer in time; retry with the same key" }),
-            )));
+            return self.carrier_timed_out(a, now);
         }
+        // A label sold now (not replayed): if the labels table turns it away, the carrier
+        // billed for a label nothing of ours holds.
+        let fresh = matches!(
+            reply.result,
+            CarrierResult::Label {
+                replayed: false,
+                ..
+            }
+        );
         let (status, body, label) = match &reply.result {
             CarrierResult::Label { label, .. } => {
                 let row = LabelRow {
@@ -489,6 +497,7 @@ impl Engine {
                     Some(row),
                 )
             }
+            CarrierResult::KeyReused => return self.key_spent_at_carrier(a),
             CarrierResult::Refused { reason } => {
                 let r = Response::error(
                     502,
@@ -507,6 +516,7 @@ impl Engine {
             response_body: &body,
             expires_at_ms: now + self.config.retention_ms,
         };
+        let mut unlabelled = false;
         let answer = match self.config.record_placement {
             RecordPlacement::SameTransaction => {
                 let mut tx = self.store.begin()?;
@@ -518,6 +528,11 @@ impl Engine {
                 if let Some(row) = &label
                     && let Some(existing) = tx.insert_label(row)?
                 {
+                    unlabelled = fresh;
+                    if !same_parcel(&existing, row) {
+                        drop(tx);
+                        return self.foreign_label(a, &existing, Some(&body));
+                    }
                     // The second line of defence: the parcel already has this label version, so
                     // the existing label is the answer (the carrier may still have billed twice).
                     body = label_body(&existing, &self.config.payload.response_bytes);
@@ -534,6 +549,11 @@ impl Engine {
                 if let Some(row) = &label {
                     let mut tx = self.store.begin()?;
                     if let Some(existing) = tx.insert_label(row)? {
+                        unlabelled = fresh;
+                        if !same_parcel(&existing, row) {
+                            drop(tx);
+                            return self.foreign_label(a, &existing, None);
+                        }
                         body = label_body(&existing, &self.config.payload.response_bytes);
                     }
                     tx.commit()?;
@@ -567,8 +587,79 @@ impl Engine {
             replayed: false,
             retry_after_ms: None,
             key_was_purged: a.key_was_purged,
+            unlabelled_purchase: unlabelled,
             body: answer,
         }))
+    }
+
+    /// The carrier did not answer in time. The purchase may have gone through; the derived key
+    /// makes the next attempt's call safe, so the lease is handed back at once rather than
+    /// make every retry wait it out.
+    fn carrier_timed_out(&mut self, a: &Attempt, now: Millis) -> Result<Finished, EngineError> {
+        let mut tx = self.store.begin()?;
+        tx.release_lease(&a.caller_id, &a.idem_key, &a.lease_token, now)?;
+        tx.commit()?;
+        Ok(Finished::Answered(Response::error(
+            503,
+            Outcome::CarrierTimeout,
+            "carrier_timeout",
+            serde_json::json!({ "message": "the carrier did not answer in time; retry with the same key" }),
+        )))
+    }
+
+    /// The carrier refused the key: it bought something else with it within its window.
+    /// Nothing was bought, so nothing is saved: the claim goes, as a request that fails
+    /// validation does, and the client learns its key is spent.
+    fn key_spent_at_carrier(&mut self, a: &Attempt) -> Result<Finished, EngineError> {
+        self.undo_claim(a)?;
+        Ok(Finished::Answered(Response::error(
+            422,
+            Outcome::KeyReused,
+            "idempotency_key_reused",
+            serde_json::json!({
+                "message": "the carrier has seen this key, within its own window, for another purchase (a key reused for a new intent after this service purged it); nothing was bought: use a new key for a new intent"
+            }),
+        )))
+    }
+
+    /// Deletes this attempt's claim, only while its lease is still this attempt's: the request
+    /// ran nothing that a replay should repeat.
+    fn undo_claim(&mut self, a: &Attempt) -> Result<(), EngineError> {
+        let mut tx = self.store.begin()?;
+        tx.delete_key(&a.caller_id, &a.idem_key, &a.lease_token)?;
+        tx.commit()?;
+        Ok(())
+    }
+
+    /// The carrier answered with a label id our store already holds for another parcel: a
+    /// carrier that replays by key alone, whatever was asked. Saving it would answer this order
+    /// with another order's label, now and on every replay, so nothing is saved: txn 2 rolls
+    /// back, the claim goes, and the caller gets a 502 naming the label and its parcel.
+    /// `completed_body`: the completion txn 2 wrote before the label's insert ran into the other
+    /// parcel's row, undone where no rollback reached it (Redis).
+    fn foreign_label(
+        &mut self,
+        a: &Attempt,
+        existing: &LabelRow,
+        completed_body: Option<&str>,
+    ) -> Result<Finished, EngineError> {
+        if let Some(body) = completed_body {
+            let mut tx = self.store.begin()?;
+            tx.undo_completion(&a.caller_id, &a.idem_key, body)?;
+            tx.commit()?;
+        }
+        self.undo_claim(a)?;
+        Ok(Finished::Answered(Response::error(
+            502,
+            Outcome::CarrierRefused,
+            "carrier_refused",
+            serde_json::json!({
+                "message": format!(
+                    "the carrier answered with label {}, which belongs to order {} parcel {}; nothing was saved: retry with a new key",
+                    existing.label_id, existing.order_id, existing.parcel_no
+                )
+            }),
+        )))
     }
 
     /// A slow attempt whose lease was taken over writes nothing; its caller gets what the key
@@ -679,114 +770,20 @@ impl Engine {
     }
 }
 
-/// The saved 201 body: what the caller needs to ship the parcel, as a label API answers it
-/// (label URL, carrier, service, timestamps), at a size drawn for its key from `sizes`.
-///
-/// Fields are added in order of how often real label APIs return them while the body stays
-/// within the target, then `label_data` (an inline label image, the usual reason a response
-/// runs to kilobytes) fills the rest. Everything is a function of the label row, so a label
-/// found again (the unique-constraint path) gets the very same bytes, and replays stay
-/// byte-identical.
-pub fn label_body(l: &LabelRow, sizes: &crate::payload::SizeDist) -> String {
-    use crate::payload::{label_timestamp, response_filler, response_target_bytes};
-    let target = response_target_bytes(&l.created_by_key, l.order_id, sizes);
-    let mut ints = [itoa::Buffer::new(); 4];
-    let [order_id, parcel_no, label_version, cost_cents] = &mut ints;
-    let (order_id, parcel_no) = (order_id.format(l.order_id), parcel_no.format(l.parcel_no));
-    let label_version = label_version.format(l.label_version);
-    let cost_cents = cost_cents.format(l.cost_cents);
-    let (label_id, tracking_no) = (json_escaped(&l.label_id), json_escaped(&l.tracking_no));
-    let created_at = label_timestamp(&l.created_by_key, l.order_id);
-    // Every member the body can have, in RFC 8785's order (names sorted by their UTF-16 code
-    // units: for these ASCII names, bytes), each with when it is added: the row's own fields
-    // always (0), then the extras in order of how often label APIs return them (1 to 6) while
-    // the body stays within the target, then `label_data` (7) to fill the rest. A value is its
-    // pieces' text, quoted unless it is a number.
-    const LABEL_DATA: usize = 4;
-    let mut members: [(&str, u8, bool, [&str; 3]); 13] = [
-        ("carrier", 1, true, ["ground-co", "", ""]),
-        ("cost_cents", 0, false, [cost_cents, "", ""]),
-        ("created_at", 4, true, [&created_at, "", ""]),
-        ("currency", 3, true, ["USD", "", ""]),
-        ("label_data", 7, true, ["", "", ""]),
-        ("label_id", 0, true, [&label_id, "", ""]),
-        (
-            "label_url",
-            5,
-            true,
-            ["https://labels.example.com/v1/labels/", &label_id, ".pdf"],
-        ),
-        ("label_version", 0, false, [label_version, "", ""]),
-        ("order_id", 0, false, [order_id, "", ""]),
-        ("parcel_no", 0, false, [parcel_no, "", ""]),
-        ("service", 2, true, ["ground", "", ""]),
-        ("tracking_no", 0, true, [&tracking_no, "", ""]),
-        (
-            "tracking_url",
-            6,
-            true,
-            ["https://track.example.com/", &tracking_no, ""],
-        ),
-    ];
-    // `"name":value` and the comma or brace after it.
-    let cost = |&(name, _, quoted, parts): &(&str, u8, bool, [&str; 3])| {
-        name.len() + 4 + 2 * usize::from(quoted) + parts.iter().map(|p| p.len()).sum::<usize>()
-    };
-    let mut included = [false; 13];
-    let mut len = 1;
-    for (m, inc) in members.iter().zip(&mut included).filter(|(m, _)| m.1 == 0) {
-        len += cost(m);
-        *inc = true;
-    }
-    for rank in 1..=6 {
-        let Some(i) = members.iter().position(|m| m.1 == rank) else {
-            continue;
-        };
-        if len + cost(&members[i]) > target {
-            break;
-        }
-        len += cost(&members[i]);
-        included[i] = true;
-    }
-    // `,"label_data":""` before any filler; the filler's alphabet needs no escaping.
-    let data;
-    if len + cost(&members[LABEL_DATA]) < target {
-        let filler = target - len - cost(&members[LABEL_DATA]);
-        data = response_filler(&l.created_by_key, l.order_id, filler);
-        members[LABEL_DATA].3[0] = &data;
-        len += cost(&members[LABEL_DATA]);
-        included[LABEL_DATA] = true;
-    }
-    let mut text = String::with_capacity(len);
-    for ((name, _, quoted, parts), _) in members.iter().zip(included).filter(|(_, inc)| *inc) {
-        text.push_str(if text.is_empty() { "{\"" } else { ",\"" });
-        text.push_str(name);
-        text.push_str(if *quoted { "\":\"" } else { "\":" });
-        parts.iter().for_each(|p| text.push_str(p));
-        if *quoted {
-            text.push('"');
-        }
-    }
-    text.push('}');
-    debug_assert_eq!(text.len(), len);
-    debug_assert_eq!(
-        text,
-        request::canonical_json(&serde_json::from_str(&text).unwrap_or_default())
-    );
-    text
-}
-
-/// A string's JSON text between its quotes as RFC 8785 writes it: only `"`, `\` and control
-/// characters escaped (serde_json escapes the same, for a string that needs it). Written
-/// directly, the saved body costs a sixth of what building a `serde_json::Value` and
-/// serialising it did (docs/bench.md, "The saved body, the prepared fence and the independent
-/// harness").
-fn json_escaped(s: &str) -> std::borrow::Cow<'_, str> {
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        return s.into();
-    }
-    let quoted = serde_json::to_string(s).unwrap_or_default();
-    quoted[1..quoted.len() - 1].to_owned().into()
+/// Whether `existing`, the label row an insert ran into, is the parcel `row` asked for (the
+/// seed's `UNIQUE (order_id, parcel_no)` defence) rather than a label id of another parcel.
+fn same_parcel(existing: &LabelRow, row: &LabelRow) -> bool {
+    (
+        existing.order_id,
+        existing.parcel_no,
+        existing.label_version,
+        &existing.order_space,
+    ) == (
+        row.order_id,
+        row.parcel_no,
+        row.label_version,
+        &row.order_space,
+    )
 }
 
 /// A fresh lease token: a version-4 UUID, the same 16 bytes and format as `Uuid::new_v4`'s (a

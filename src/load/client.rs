@@ -9,8 +9,10 @@
 //! seen and compared with what later attempts get. That is the "checked from outside": the
 //! client behaves as the seed's does, and the tool sees every answer.
 
+use super::body::{Body, error_kind, read_capped, size_text};
+use super::outcome::Outcome;
 use super::request::Parcel;
-use super::tally::{End, Outcome};
+use super::tally::End;
 use super::{Ctx, KeyPolicy};
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
@@ -33,7 +35,8 @@ struct Reply {
     status: u16,
     replayed: bool,
     retry_after: Option<Duration>,
-    body: Vec<u8>,
+    /// `None` when the body passed `--max-body`: an error, whatever the status.
+    body: Option<Vec<u8>>,
 }
 
 /// Runs intent `id`, whose first attempt is due at `due`.
@@ -159,6 +162,7 @@ async fn send_attempt(
     };
     ctx.lock().sent(s.id, s.attempt, s.key);
     let client = ctx.client.clone();
+    let max_body = ctx.max_body;
     let mut answer = Box::pin(async move {
         let response = client.execute(request).await?;
         let status = response.status().as_u16();
@@ -173,7 +177,10 @@ async fn send_attempt(
             .and_then(|v| v.trim().parse::<f64>().ok())
             .filter(|s| s.is_finite() && *s >= 0.0)
             .map(|s| Duration::from_secs_f64(s.min(86_400.0)));
-        let body = response.bytes().await?.to_vec();
+        let body = match read_capped(response, max_body).await? {
+            Body::Read(b) => Some(b),
+            Body::TooLarge => None,
+        };
         Ok::<Reply, reqwest::Error>(Reply {
             status,
             replayed,
@@ -195,13 +202,23 @@ async fn send_attempt(
                 .attempt(Outcome::Timeout, s.due.elapsed().as_micros() as u64, now_s);
             // Keep listening, holding the pool's slot: the connection is still open.
             let (ctx, id, observe, live) = (ctx.clone(), s.id, ctx.observe, s.live.clone());
+            let due = s.due;
             tokio::spawn(async move {
                 let _live = live;
                 if let Ok(Ok(reply)) = tokio::time::timeout(observe, answer).await {
+                    let latency_us = due.elapsed().as_micros() as u64;
+                    let now_s = ctx.at_s(Instant::now());
                     let mut c = ctx.lock();
-                    c.counts.late_replies += 1;
-                    if (200..300).contains(&reply.status) {
-                        c.label(id, ctx.template.identity_of(&reply.body));
+                    let status = reply.body.as_ref().map(|_| reply.status);
+                    c.late_answer(status, latency_us, now_s);
+                    match (&reply.body, status) {
+                        (Some(body), Some(status)) => {
+                            c.status(status);
+                            if (200..300).contains(&status) {
+                                c.label(id, ctx.template.identity_of(body));
+                            }
+                        }
+                        _ => c.error(too_large(ctx.max_body)),
                     }
                 }
                 drop(permit);
@@ -224,6 +241,13 @@ fn heard(ctx: &Ctx, s: &Send<'_>, result: Result<Reply, reqwest::Error>, latency
         }
     };
     let status = reply.status;
+    let Some(body) = &reply.body else {
+        // Larger than `--max-body`: read no further, as a body that failed to arrive.
+        c.attempt(Outcome::Error, latency_us, now_s);
+        c.error(too_large(ctx.max_body));
+        return Heard::Backoff(Duration::ZERO);
+    };
+    c.status(status);
     let outcome = match status {
         200..=299 if reply.replayed => Outcome::Replay,
         200..=299 => Outcome::FirstRun,
@@ -235,7 +259,7 @@ fn heard(ctx: &Ctx, s: &Send<'_>, result: Result<Reply, reqwest::Error>, latency
         c.error(format!("HTTP {status}"));
     }
     if (200..300).contains(&status) {
-        c.label(s.id, ctx.template.identity_of(&reply.body));
+        c.label(s.id, ctx.template.identity_of(body));
     }
     if status == 422 {
         c.counts.unexpected_422 += 1;
@@ -269,23 +293,9 @@ fn build(ctx: &Ctx, s: &Send<'_>) -> anyhow::Result<reqwest::Request> {
     Ok(request.build()?)
 }
 
-/// A failure without an HTTP answer, named by what failed, with the innermost cause (the
-/// OS's "connection refused", rustls's "invalid peer certificate").
-fn error_kind(e: &reqwest::Error) -> String {
-    let what = if e.is_connect() {
-        "connect"
-    } else if e.is_timeout() {
-        "timeout"
-    } else if e.is_body() || e.is_decode() {
-        "body"
-    } else {
-        "request"
-    };
-    let mut cause: &dyn std::error::Error = e;
-    while let Some(next) = cause.source() {
-        cause = next;
-    }
-    format!("{what}: {cause}")
+/// The error kind of an answer whose body passed `--max-body`.
+fn too_large(max_body: u64) -> String {
+    format!("body: larger than --max-body ({})", size_text(max_body))
 }
 
 /// A UUIDv4 from the intent's own random draws, so a seed gives the same keys.

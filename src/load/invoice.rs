@@ -32,32 +32,79 @@ struct Line {
     label_version: i64,
 }
 
-/// Reads the invoice at `url` and counts the purchases of orders `first_order ..
-/// first_order + intents` (the run's: intent n labels order first + n).
-pub fn reconcile(
-    url: &reqwest::Url,
-    first_order: i64,
-    intents: u64,
-) -> anyhow::Result<InvoiceCount> {
+/// Where the invoice is and how much of it is read: an invoice is the carrier's whole ledger,
+/// every run's lines, so its ceiling is far above one answer's, and its wait is bounded so a
+/// carrier that never answers costs seconds, not the run's report.
+#[derive(Debug, Clone)]
+pub struct InvoiceSource {
+    pub url: reqwest::Url,
+    /// `--max-invoice-body`.
+    pub max_body: u64,
+    /// `--invoice-timeout`: for the whole read, connection to last byte.
+    pub timeout: Duration,
+}
+
+/// Reads the invoice and counts the purchases of `orders` (the order numbers the run's
+/// intents labelled, ascending: `LoadReport::orders`). The error is the reason in words,
+/// without the URL (the caller names it).
+pub fn reconcile(source: &InvoiceSource, orders: &[i64]) -> anyhow::Result<InvoiceCount> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let text = rt.block_on(async {
+    let read = rt.block_on(async {
         let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
+            .no_proxy()
+            .redirect(reqwest::redirect::Policy::none())
             .build()?;
-        let r = client.get(url.clone()).send().await?.error_for_status()?;
-        r.text().await
+        let get = async {
+            let r = client.get(source.url.clone()).send().await?;
+            let status = r.status();
+            let dropped: u64 = r
+                .headers()
+                .get(crate::carrier::INVOICE_DROPPED)
+                .and_then(|v| v.to_str().ok()?.parse().ok())
+                .unwrap_or(0);
+            let body = super::body::read_capped(r, source.max_body).await?;
+            Ok::<_, reqwest::Error>((status, dropped, body))
+        };
+        match tokio::time::timeout(source.timeout, get).await {
+            Ok(r) => Ok(r),
+            Err(_) => Err(anyhow::anyhow!(
+                "no complete answer within {} (--invoice-timeout)",
+                crate::duration::format_secs(source.timeout.as_secs_f64())
+            )),
+        }
     });
-    let text = text.map_err(|e| anyhow::anyhow!("--carrier-invoice {url}: {e}"))?;
-    let lines: Vec<Line> = serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!("--carrier-invoice {url}: not a carrier invoice (a JSON list of lines with order_id, parcel_no, label_version): {e}")
+    // Drops whatever is still open (an endless body) without waiting for it.
+    rt.shutdown_background();
+    let (status, dropped, body) =
+        read?.map_err(|e| anyhow::anyhow!("{}", super::body::error_kind(&e)))?;
+    if !status.is_success() {
+        anyhow::bail!("HTTP {status}");
+    }
+    if dropped > 0 {
+        anyhow::bail!(
+            "the carrier dropped its {dropped} oldest invoice lines (its --invoice-lines limit), so the run's purchases may be missing from it"
+        );
+    }
+    let super::body::Body::Read(text) = body else {
+        anyhow::bail!(
+            "larger than --max-invoice-body ({})",
+            super::body::size_text(source.max_body)
+        );
+    };
+    let lines: Vec<Line> = serde_json::from_slice(&text).map_err(|e| {
+        anyhow::anyhow!("not a carrier invoice (a JSON list of lines with order_id, parcel_no, label_version): {e}")
     })?;
-    let end = first_order.saturating_add(intents as i64);
+    Ok(count(&source.url, &lines, orders))
+}
+
+/// The lines of `orders` (ascending), and those beyond one per parcel and version.
+fn count(url: &reqwest::Url, lines: &[Line], orders: &[i64]) -> InvoiceCount {
     let mut per_parcel: HashMap<(i64, i64, i64), u64> = HashMap::new();
     for l in lines
         .iter()
-        .filter(|l| (first_order..end).contains(&l.order_id))
+        .filter(|l| orders.binary_search(&l.order_id).is_ok())
     {
         *per_parcel
             .entry((l.order_id, l.parcel_no, l.label_version))
@@ -65,9 +112,9 @@ pub fn reconcile(
     }
     let count: u64 = per_parcel.values().sum();
     let duplicate_purchases: u64 = per_parcel.values().map(|n| n - 1).sum();
-    Ok(InvoiceCount {
+    InvoiceCount {
         url: url.to_string(),
         lines: count,
         duplicate_purchases,
-    })
+    }
 }

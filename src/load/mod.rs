@@ -22,17 +22,20 @@
 //! the observation window, and the run ends at the latest `deadline + observe + 1 s` after
 //! `duration`, whatever the server does.
 
+pub mod body;
 mod client;
 pub mod invoice;
+mod outcome;
 pub mod predict;
 pub mod request;
 pub mod summary;
 mod tally;
+pub mod verdict;
 
 pub use crate::sim::replay::KeyPolicy;
+pub use outcome::Outcome;
 pub use request::{Caller, Template};
 pub use summary::{Budgets, LoadReport};
-pub use tally::Outcome;
 
 use crate::traffic::{Arrivals, RetryDelay};
 use rand::SeedableRng;
@@ -77,6 +80,8 @@ pub struct LoadConfig {
     pub template: Template,
     pub callers: Vec<Caller>,
     pub max_in_flight: usize,
+    /// The most of one answer's body that is read; an answer past it is an error.
+    pub max_body: u64,
     /// HTTP/2 without TLS negotiation (h2c); over TLS, HTTP/2 is negotiated by ALPN anyway.
     pub http2_prior_knowledge: bool,
     pub budgets: Budgets,
@@ -113,6 +118,7 @@ impl LoadConfig {
             template: Template::default(),
             callers: Vec::new(),
             max_in_flight: default_max_in_flight(rate_per_s, deadline),
+            max_body: DEFAULT_MAX_BODY,
             http2_prior_knowledge: false,
             budgets: Budgets::default(),
             retry_source: "the seed's table".into(),
@@ -149,6 +155,9 @@ impl LoadConfig {
         if self.max_in_flight == 0 {
             anyhow::bail!("--max-in-flight: must be at least 1");
         }
+        if self.max_body == 0 {
+            anyhow::bail!("--max-body: must be at least 1 byte");
+        }
         let intents = self.rate_per_s * self.duration.as_secs_f64() * 1.5 + 1000.0;
         if self.first_order < 0 || self.first_order as f64 + intents > MAX_ORDER as f64 {
             anyhow::bail!(
@@ -170,6 +179,10 @@ impl LoadConfig {
 /// Order numbers stay within what the seed's CreateLabel takes (`idemcalc serve` refuses
 /// larger ones with a 400).
 pub const MAX_ORDER: i64 = crate::engine::request::MAX_ORDER_ID;
+
+/// The most of one answer's body `load` reads: a label answer is a few kilobytes at most, so a
+/// mebibyte leaves room for any real one and bounds memory to a mebibyte per request open.
+pub const DEFAULT_MAX_BODY: u64 = 1 << 20;
 
 /// Requests open at once: four deadlines' worth of arrivals (at least 32), so a server
 /// answering within the deadline never fills the pool, and one that stops answering fills it
@@ -209,6 +222,7 @@ pub(crate) struct Ctx {
     retry: RetryDelay,
     time_scale: f64,
     lose_reply_fraction: f64,
+    max_body: u64,
     permits: Arc<tokio::sync::Semaphore>,
     start: Instant,
     /// When arrivals and retries stop, in ms after `start`: the run's duration, or the moment
@@ -336,6 +350,7 @@ async fn drive(
         retry: cfg.retry.clone(),
         time_scale: cfg.time_scale,
         lose_reply_fraction: cfg.lose_reply_fraction,
+        max_body: cfg.max_body,
         permits: Arc::new(tokio::sync::Semaphore::new(cfg.max_in_flight)),
         start,
         end_ms: std::sync::atomic::AtomicU64::new(cfg.duration.as_millis() as u64),
@@ -423,6 +438,7 @@ fn echo(cfg: &LoadConfig) -> summary::RunEcho {
         first_order: cfg.first_order,
         callers: cfg.callers.len().max(1),
         max_in_flight: cfg.max_in_flight,
+        max_body_bytes: cfg.max_body,
         identity: cfg.template.identity.clone(),
         retry_distribution: format!("{}: {}", cfg.retry_source, cfg.retry.shape_text()),
     }

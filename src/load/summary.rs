@@ -1,8 +1,11 @@
 //! A run's figures as they are reported: the JSON shape ([`LoadReport`]), the budgets checked
-//! against it (k6's thresholds: p99, error share, duplicates), and the terminal and Markdown
-//! text of the same figures.
+//! against it (k6's thresholds: p99, error share, duplicates), the verdict (which also fails a
+//! run that checked nothing, `load::verdict`), and the terminal and Markdown text of the same
+//! figures.
 
 use super::invoice::InvoiceCount;
+pub use super::verdict::Verdict;
+use super::verdict::{Checked, INVOICE_UNREAD_BUDGET, RunVerdict, Seen};
 use crate::format::{Align, percent, rate_per_s, text_table, thousands};
 use crate::report::live;
 use crate::sim::replay::{Figure, Tally};
@@ -100,6 +103,10 @@ pub struct SecondRow {
     pub conflict: u64,
     pub error: u64,
     pub timeout: u64,
+    /// Answers heard this second after their deadline (their attempts were counted as
+    /// timeouts when the deadline passed).
+    pub late: u64,
+    /// Over every answer heard this second, late ones included.
     pub latency_ms_p99: f64,
 }
 
@@ -107,6 +114,13 @@ pub struct SecondRow {
 pub(super) struct LoadSummary {
     pub(super) counts: Counts,
     pub(super) latency: BTreeMap<String, Percentiles>,
+    /// Every 2xx, in time or late.
+    pub(super) ok_latency: Percentiles,
+    /// Intents a label identity was read for.
+    pub(super) labelled_intents: u64,
+    /// The ids of the intents started, ascending (intent n labels order `first_order + n`).
+    pub(super) intent_ids: Vec<u64>,
+    pub(super) statuses: BTreeMap<u16, u64>,
     pub(super) per_second: Vec<SecondRow>,
     pub(super) duplicates: Vec<Duplicate>,
     pub(super) stuck: Stuck,
@@ -117,7 +131,7 @@ pub(super) struct LoadSummary {
 /// Thresholds that fail the run (exit 1), as k6's thresholds do.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct Budgets {
-    /// p99 of the 2xx answers (first runs and replays), milliseconds.
+    /// p99 of the 2xx answers (first runs and replays, in time or late), milliseconds.
     pub latency_ms_p99: Option<f64>,
     /// Share of attempts answered with an error or nothing at all.
     pub error_share: Option<f64>,
@@ -125,15 +139,6 @@ pub struct Budgets {
     pub duplicate_labels: u64,
     /// Unexpected 422s allowed (this client never changes a body under a key).
     pub unexpected_422: u64,
-}
-
-/// One budget checked.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Verdict {
-    pub budget: &'static str,
-    pub limit: f64,
-    pub measured: f64,
-    pub ok: bool,
 }
 
 /// What the run was asked, echoed in the output.
@@ -158,6 +163,8 @@ pub struct RunEcho {
     pub first_order: i64,
     pub callers: usize,
     pub max_in_flight: usize,
+    /// `--max-body`: an answer whose body is larger is an error.
+    pub max_body_bytes: u64,
     pub identity: String,
     pub retry_distribution: String,
 }
@@ -190,14 +197,67 @@ pub struct LoadReport {
     /// The intents that got two labels (the first 100).
     pub duplicates: Vec<Duplicate>,
     pub per_second: Vec<SecondRow>,
+    /// Every HTTP answer read, in time or late, by status.
+    pub statuses: BTreeMap<u16, u64>,
+    /// The order numbers the run's intents labelled: what the invoice is read for.
+    pub orders: Orders,
+    /// How many intents a label was read for; a run with none fails.
+    pub checked: Checked,
     pub budgets: Vec<Verdict>,
+    /// Whether the run passed: it checked something, read the invoice it was asked to, and
+    /// kept every budget. `verdict` says why not.
     pub ok: bool,
+    pub verdict: RunVerdict,
     /// `--carrier-invoice`: the carrier's invoice reconciled with the run's intents.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub invoice: Option<InvoiceCheck>,
+    /// `--carrier-invoice` asked for and not read (no answer in time, an error status, a body
+    /// too large or not an invoice): the report is kept, and the run fails.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub invoice_unread: Option<InvoiceUnread>,
     /// `--retention`: `simulate`'s duplicates per day for the same settings, beside the count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prediction: Option<super::predict::Prediction>,
+}
+
+/// The order numbers of the intents started (dropped intents take an id, and so an order
+/// number, but send nothing).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Orders {
+    pub first: Option<i64>,
+    pub last: Option<i64>,
+    pub count: u64,
+    /// Every one, ascending, for the invoice; not in the JSON.
+    #[serde(skip)]
+    numbers: Vec<i64>,
+}
+
+impl Orders {
+    /// The orders of intents `ids` (ascending) of a run starting at `first_order`.
+    fn of(first_order: i64, ids: &[u64]) -> Self {
+        let numbers: Vec<i64> = ids
+            .iter()
+            .map(|&id| first_order.saturating_add(id as i64))
+            .collect();
+        Orders {
+            first: numbers.first().copied(),
+            last: numbers.last().copied(),
+            count: numbers.len() as u64,
+            numbers,
+        }
+    }
+
+    /// Every order number the run sent, ascending.
+    pub fn numbers(&self) -> &[i64] {
+        &self.numbers
+    }
+}
+
+/// An invoice asked for and not read.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct InvoiceUnread {
+    pub url: String,
+    pub reason: String,
 }
 
 /// The most duplicates listed by name; the count covers all.
@@ -214,14 +274,34 @@ impl LoadReport {
         let duplicates_per_day = per_day_at_rate(dup_n, c.intents_started, run.rate_per_s);
         let count = |o: &str| s.latency.get(o).map_or(0, |p| p.count);
         let failed = count("error") + count("timeout");
-        let answered: u64 = s.latency.values().map(|p| p.count).sum();
+        // Attempts as the client heard them: a late answer's attempt is already a timeout.
+        let answered: u64 = super::outcome::Outcome::ALL
+            .iter()
+            .map(|o| count(o.name()))
+            .sum();
         let error_share = if answered == 0 {
             0.0
         } else {
             failed as f64 / answered as f64
         };
-        let ok_p99 = ok_latency_p99(&s.latency);
+        let ok_p99 = s.ok_latency.p99;
+        let checked = Checked::of(&Seen {
+            intents_started: c.intents_started,
+            dropped_intents: c.dropped_intents,
+            identity_missing: c.identity_missing,
+            labelled_intents: s.labelled_intents,
+            heard: answered,
+            conflicts: count("conflict"),
+            timeouts: count("timeout"),
+            errors: &s.errors,
+            statuses: &s.statuses,
+            target: format!("{}{}", run.url.trim_end_matches('/'), run.path),
+            identity: &run.identity,
+            deadline_ms: run.deadline_ms,
+            max_in_flight: run.max_in_flight,
+        });
         let mut verdicts = vec![
+            checked.budget(),
             verdict(
                 "duplicate_labels",
                 budgets.duplicate_labels as f64,
@@ -240,6 +320,7 @@ impl LoadReport {
             verdicts.push(verdict("error_share", limit, error_share));
         }
         let duration_s = run.duration_s;
+        let verdict = RunVerdict::of(&checked, &verdicts, None);
         LoadReport {
             achieved_rate_per_s: c.intents_started as f64 / duration_s,
             creates_per_s: count("first_run") as f64 / duration_s,
@@ -252,7 +333,11 @@ impl LoadReport {
             replays: count("replay"),
             error_share,
             retry_distribution_covered: s.retry_distribution_covered,
-            ok: verdicts.iter().all(|v| v.ok),
+            ok: verdict.ok,
+            verdict,
+            checked,
+            orders: Orders::of(run.first_order, &s.intent_ids),
+            statuses: s.statuses,
             budgets: verdicts,
             latency_ms: s.latency,
             counts: s.counts,
@@ -262,8 +347,16 @@ impl LoadReport {
             per_second: s.per_second,
             run,
             invoice: None,
+            invoice_unread: None,
             prediction: None,
         }
+    }
+
+    /// The verdict again, after a budget was added or the invoice could not be read.
+    fn settle(&mut self) {
+        let unread = self.invoice_unread.as_ref().map(|u| u.reason.as_str());
+        self.verdict = RunVerdict::of(&self.checked, &self.budgets, unread);
+        self.ok = self.verdict.ok;
     }
 
     /// The terminal text.
@@ -287,6 +380,21 @@ impl LoadReport {
             ),
         ];
         let mut rows = rows;
+        rows.push(row(
+            "intents checked (a label read)",
+            format!(
+                "{} of {} ({} unchecked)",
+                thousands(self.checked.labelled_intents as f64),
+                thousands(c.intents_started as f64),
+                percent(self.checked.unchecked_share)
+            ),
+        ));
+        if c.identity_missing > 0 {
+            rows.push(row(
+                &format!("2xx answers without an identity at {}", self.run.identity),
+                thousands(c.identity_missing as f64),
+            ));
+        }
         if let Some(i) = &self.invoice {
             rows.push(row(
                 "labels bought twice, on the carrier's invoice (per day, 95 %)",
@@ -296,6 +404,12 @@ impl LoadReport {
                     thousands(i.count.lines as f64),
                     with_interval(&i.duplicates_per_day)
                 ),
+            ));
+        }
+        if let Some(u) = &self.invoice_unread {
+            rows.push(row(
+                "labels bought twice, on the carrier's invoice",
+                format!("not checked: {}", u.reason),
             ));
         }
         if let Some(p) = &self.prediction {
@@ -350,6 +464,17 @@ impl LoadReport {
         if md {
             out.push_str("# idemcalc load\n\n");
         }
+        // A failed run says why before anything else: every figure below may mean nothing.
+        for f in &self.verdict.failures {
+            out.push_str(&if md {
+                format!("**FAILED**: {f}\n\n")
+            } else {
+                format!("FAILED: {f}\n")
+            });
+        }
+        if !md && !self.verdict.failures.is_empty() {
+            out.push('\n');
+        }
         out.push_str(&format!(
             "{} {}{} at {} ({} arrivals) for {}, seed {}, deadline {} ms, time scale {}\n\n",
             r.method,
@@ -397,9 +522,13 @@ impl LoadReport {
         ];
         out.push_str(&table(&["figure", "value"], &rows, md));
         out.push_str(&h("Latency from the intended start (ms)"));
-        let rows: Vec<Vec<String>> = self
-            .latency_ms
+        // The outcomes as the client heard them, then the answers heard after their deadline.
+        let names = super::outcome::Outcome::ALL
             .iter()
+            .map(|o| o.name())
+            .chain([super::outcome::LATE]);
+        let rows: Vec<Vec<String>> = names
+            .filter_map(|name| self.latency_ms.get(name).map(|p| (name, p)))
             .filter(|(_, p)| p.count > 0)
             .map(|(name, p)| live::latency_row(name, p.count, [p.p50, p.p90, p.p99, p.p999, p.max]))
             .collect();
@@ -449,6 +578,16 @@ impl LoadReport {
             &rows,
             md,
         ));
+        // The verdict last, as k6 ends with its thresholds crossed.
+        out.push_str(&h("Verdict"));
+        if self.verdict.ok {
+            out.push_str(&format!("{}\n", self.verdict.summary));
+        } else {
+            let bullet = if md { "- " } else { "" };
+            for f in &self.verdict.failures {
+                out.push_str(&format!("{bullet}FAILED: {f}\n"));
+            }
+        }
         out
     }
 }
@@ -500,9 +639,21 @@ impl LoadReport {
             limit as f64,
             check.count.duplicate_purchases as f64,
         );
-        self.ok &= v.ok;
         self.budgets.push(v);
         self.invoice = Some(check);
+        self.settle();
+    }
+
+    /// The invoice was asked for and could not be read: the run keeps its report and fails,
+    /// since the labels bought twice it was to count are not counted. The budget row carries
+    /// the failure into `report --load`.
+    pub fn add_invoice_unread(&mut self, url: &reqwest::Url, reason: String) {
+        self.budgets.push(verdict(INVOICE_UNREAD_BUDGET, 0.0, 1.0));
+        self.invoice_unread = Some(InvoiceUnread {
+            url: url.to_string(),
+            reason,
+        });
+        self.settle();
     }
 
     /// The duplicates per day to compare a prediction with: the invoice's when it was read
@@ -521,16 +672,6 @@ fn verdict(budget: &'static str, limit: f64, measured: f64) -> Verdict {
         measured,
         ok: measured <= limit,
     }
-}
-
-/// p99 of the 2xx answers: the larger of the first runs' and the replays'.
-fn ok_latency_p99(latency: &BTreeMap<String, Percentiles>) -> f64 {
-    ["first_run", "replay"]
-        .iter()
-        .filter_map(|o| latency.get(*o))
-        .filter(|p| p.count > 0)
-        .map(|p| p.p99)
-        .fold(0.0, f64::max)
 }
 
 fn row(name: &str, value: String) -> Vec<String> {

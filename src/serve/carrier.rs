@@ -10,14 +10,16 @@
 //! The wire: `POST /v1/labels` with `Idempotency-Key: <the derived key>` (absent: a call
 //! without a key) and `{"order_id", "parcel_no", "label_version", "service", "weight_g"}`;
 //! 201 with `{"label_id", "tracking_no", "cost_cents"}` (and `Idempotent-Replayed: true` for a
-//! key seen within the carrier's window), 422 with `{"reason"}` for a refusal (nothing bought).
+//! key seen within the carrier's window), 422 with `{"reason"}` for a refusal (nothing bought;
+//! `"idempotency_key_reused"` when the key was used within the window for another purchase).
 //! `GET /v1/invoice`: every billed purchase as JSON, for reconciling invoice lines against
-//! labels (the seed's "carrier invoice lines with no matching label").
+//! labels (the seed's "carrier invoice lines with no matching label"); at most `--invoice-lines`
+//! of the latest, with `Idemcalc-Invoice-Dropped: N` when older ones were dropped.
 
 use super::writers::ScaledClock;
 use crate::carrier::{
-    Carrier, CarrierConfig, CarrierLabel, CarrierReply, CarrierResult, InvoiceLine, Purchase,
-    Service,
+    Carrier, CarrierConfig, CarrierLabel, CarrierReply, CarrierResult, INVOICE_DROPPED,
+    InvoiceLine, KEY_REUSED, Purchase, Service,
 };
 use crate::clock::{Clock as _, Millis};
 use axum::Json;
@@ -55,6 +57,8 @@ pub struct CarrierServeConfig {
     /// The carrier's clock (its key window, its latencies) runs this many times faster than
     /// the wall, as `serve --time-scale` does for the engine.
     pub time_scale: f64,
+    /// `--invoice-lines`: the most invoice lines kept; the oldest go first.
+    pub invoice_lines: usize,
 }
 
 struct CarrierApp {
@@ -70,7 +74,9 @@ pub fn run(config: CarrierServeConfig, started: impl FnOnce(SocketAddr)) -> anyh
         .thread_name("carrier-http")
         .build()?;
     let app = Arc::new(CarrierApp {
-        carrier: Carrier::new(config.carrier),
+        carrier: Carrier::new(config.carrier)
+            .forgetting_sales()
+            .with_ledger_limit(config.invoice_lines),
         clock: ScaledClock::new(config.time_scale),
     });
     runtime.block_on(async {
@@ -85,11 +91,55 @@ pub fn run(config: CarrierServeConfig, started: impl FnOnce(SocketAddr)) -> anyh
             .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
         let stop = super::shutdown_signal()?;
         started(listener.local_addr()?);
-        axum::serve(listener, router)
-            .with_graceful_shutdown(stop)
-            .await?;
+        serve_with_header_deadline(listener, router, stop).await;
         Ok(())
     })
+}
+
+/// How long a connection may take to send a request head: a slow-loris connection, or an idle
+/// keep-alive one, is closed after it, as `serve --header-timeout` does.
+const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// axum's own `serve` sets no deadline on a request head; hyper's connection builder does.
+async fn serve_with_header_deadline(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    stop: impl std::future::Future<Output = ()>,
+) {
+    use hyper_util::rt::{TokioIo, TokioTimer};
+    use tower::Service as _;
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let mut http1 = hyper::server::conn::http1::Builder::new();
+    http1
+        .timer(TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(true);
+    tokio::pin!(stop);
+    loop {
+        let stream = tokio::select! {
+            a = listener.accept() => match a {
+                Ok((stream, _)) => stream,
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                }
+            },
+            () = &mut stop => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut router = router.clone();
+                async move { router.call(req.map(axum::body::Body::new)).await }
+            });
+        let conn = graceful.watch(http1.serve_connection(TokioIo::new(stream), service));
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
+    drop(listener);
+    let _ = tokio::time::timeout(HEADER_TIMEOUT, graceful.shutdown()).await;
 }
 
 /// One purchase: booked at once (a reply lost later still cost money), answered after the
@@ -103,14 +153,29 @@ async fn buy(
         let reason = body.err().map(|e| e.body_text()).unwrap_or_default();
         return (StatusCode::BAD_REQUEST, Json(RefusalBody { reason })).into_response();
     };
-    let key = match headers.get("idempotency-key").map(HeaderValue::to_str) {
-        Some(Ok(k)) => Some(k.to_string()),
-        Some(Err(_)) => {
-            let reason = "Idempotency-Key is not visible ASCII".to_string();
-            return (StatusCode::BAD_REQUEST, Json(RefusalBody { reason })).into_response();
-        }
-        None => None,
+    let refuse = |reason: &str| {
+        (
+            StatusCode::BAD_REQUEST,
+            Json(RefusalBody {
+                reason: reason.to_string(),
+            }),
+        )
+            .into_response()
     };
+    let mut keys = headers.get_all("idempotency-key").iter();
+    let key = match (keys.next().map(HeaderValue::to_str), keys.next()) {
+        (_, Some(_)) => return refuse("more than one Idempotency-Key header"),
+        (Some(Ok("")), None) => return refuse("the Idempotency-Key is empty"),
+        (Some(Ok(k)), None) => Some(k.to_string()),
+        (Some(Err(_)), None) => return refuse("Idempotency-Key is not visible ASCII"),
+        (None, _) => None,
+    };
+    if body.order_id < 1 || body.parcel_no < 1 || body.label_version < 1 {
+        return refuse("order_id, parcel_no and label_version are positive integers");
+    }
+    if !(body.weight_g.is_finite() && body.weight_g > 0.0) {
+        return refuse("weight_g is a positive number of grams");
+    }
     let reply = app.carrier.purchase(
         &Purchase {
             key: key.as_deref(),
@@ -136,6 +201,13 @@ async fn buy(
             }
             r
         }
+        CarrierResult::KeyReused => (
+            StatusCode::UNPROCESSABLE_ENTITY,
+            Json(RefusalBody {
+                reason: KEY_REUSED.to_string(),
+            }),
+        )
+            .into_response(),
         CarrierResult::Refused { reason } => (
             StatusCode::UNPROCESSABLE_ENTITY,
             Json(RefusalBody { reason }),
@@ -144,8 +216,15 @@ async fn buy(
     }
 }
 
-async fn invoice(State(app): State<Arc<CarrierApp>>) -> Json<Vec<InvoiceLine>> {
-    Json(app.carrier.ledger())
+async fn invoice(State(app): State<Arc<CarrierApp>>) -> axum::response::Response {
+    let lines: Vec<InvoiceLine> = app.carrier.ledger();
+    let dropped = app.carrier.ledger_dropped();
+    let mut r = Json(lines).into_response();
+    if dropped > 0 {
+        r.headers_mut()
+            .insert(INVOICE_DROPPED, HeaderValue::from(dropped));
+    }
+    r
 }
 
 /// The label service's side of the hop: calls a carrier at `url` with the derived key and the
@@ -198,7 +277,11 @@ impl RemoteCarrier {
                 Some(CarrierResult::Label { label, replayed })
             } else if status == StatusCode::UNPROCESSABLE_ENTITY {
                 let r: RefusalBody = serde_json::from_slice(&response.bytes().await.ok()?).ok()?;
-                Some(CarrierResult::Refused { reason: r.reason })
+                Some(if r.reason == KEY_REUSED {
+                    CarrierResult::KeyReused
+                } else {
+                    CarrierResult::Refused { reason: r.reason }
+                })
             } else {
                 None
             }

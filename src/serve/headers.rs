@@ -85,13 +85,17 @@ impl Callers {
         let name = path.display();
         let text =
             crate::input::read_limited(path).map_err(|e| format!("--callers {name}: {e}"))?;
+        // An editor's byte-order mark would otherwise become part of the first token.
+        let text = text.strip_prefix('\u{feff}').unwrap_or(&text);
         let mut tokens = HashMap::new();
         for (i, line) in text.lines().enumerate() {
-            let line = line.trim();
+            // Fields are split on ASCII spaces and tabs only: an em-space inside a token is a
+            // typo to refuse, not a field separator.
+            let line = line.trim_matches([' ', '\t']);
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let fields: Vec<&str> = line.split_whitespace().collect();
+            let fields: Vec<&str> = line.split([' ', '\t']).filter(|f| !f.is_empty()).collect();
             let [token, caller] = fields[..] else {
                 return Err(format!(
                     "--callers {name}:{}: expected `TOKEN CALLER`, found {} fields",
@@ -99,6 +103,20 @@ impl Callers {
                     fields.len()
                 ));
             };
+            // A token a client cannot send in an Authorization header (NUL, other controls,
+            // non-ASCII) could never authenticate anyone.
+            if let Some(c) = token.chars().find(|c| !c.is_ascii_graphic()) {
+                return Err(format!(
+                    "--callers {name}:{}: the token holds {c:?}; tokens are visible ASCII, as an Authorization header carries them",
+                    i + 1
+                ));
+            }
+            if let Some(c) = caller.chars().find(|c| c.is_control() || c.is_whitespace()) {
+                return Err(format!(
+                    "--callers {name}:{}: the caller name holds {c:?}",
+                    i + 1
+                ));
+            }
             if caller.len() > 255 {
                 return Err(format!(
                     "--callers {name}:{}: the caller name is longer than 255 bytes",
@@ -118,6 +136,14 @@ impl Callers {
             ));
         }
         Ok(Callers::Tokens(tokens))
+    }
+
+    /// Tokens listed (0 for a trusted header).
+    pub fn token_count(&self) -> usize {
+        match self {
+            Callers::Tokens(t) => t.len(),
+            Callers::Header(_) => 0,
+        }
     }
 
     /// The caller of a request from `peer_loopback`.
@@ -151,6 +177,12 @@ impl Callers {
                 if !peer_loopback {
                     return Err(Unauthenticated(format!(
                         "the {name} header is trusted from loopback only"
+                    )));
+                }
+                let mut values = headers.get_all(name.as_str()).iter();
+                if let (Some(_), Some(_)) = (values.next(), values.next()) {
+                    return Err(Unauthenticated(format!(
+                        "send exactly one {name} header: with two, the caller is ambiguous"
                     )));
                 }
                 match headers.get(name.as_str()).map(|v| v.to_str()) {
@@ -254,5 +286,25 @@ mod tests {
         h.insert("x-caller", HeaderValue::from_static("load"));
         assert_eq!(callers.caller(&h, true).unwrap(), "load");
         assert!(callers.caller(&h, false).is_err());
+        h.append("x-caller", HeaderValue::from_static("other"));
+        assert!(callers.caller(&h, true).is_err(), "two caller headers");
+    }
+
+    /// A byte-order mark is not part of the first token; a token with NUL or an em-space is
+    /// refused, naming its line, since no client could send it.
+    #[test]
+    fn callers_file_edge_cases() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("callers");
+        std::fs::write(&path, "\u{feff}s3cret fulfilment\n").unwrap();
+        let callers = Callers::from_file(&path).unwrap();
+        let mut h = HeaderMap::new();
+        h.insert("authorization", HeaderValue::from_static("Bearer s3cret"));
+        assert_eq!(callers.caller(&h, false).unwrap(), "fulfilment");
+        for bad in ["ok a\nt\u{0}k b\n", "ok a\ntok\u{2003}en b\n"] {
+            std::fs::write(&path, bad).unwrap();
+            let e = Callers::from_file(&path).err().unwrap();
+            assert!(e.contains(":2:"), "{bad:?}: {e}");
+        }
     }
 }

@@ -43,7 +43,8 @@ pub struct Limits {
 pub struct App {
     pub writers: Writers,
     pub metrics: Metrics,
-    pub callers: Callers,
+    /// Replaced whole on SIGHUP when `--callers` is re-read (`serve::reload_callers`).
+    pub callers: std::sync::RwLock<Callers>,
     pub purged: PurgeMemory,
     /// Under `--key-scope global` only: per-caller scoping makes a replay to another caller
     /// impossible.
@@ -61,6 +62,46 @@ pub struct App {
     pub test_hooks: bool,
     /// False once the store's hold is lost: `/healthz` says 503 from then on.
     pub held: AtomicBool,
+    /// Raised when the drain's deadline passes: every attempt still running is answered 503
+    /// `shutting_down` instead of dropped with no answer.
+    pub drain_over: Flag,
+    /// Attempts answered so at the drain's deadline.
+    pub cut: std::sync::atomic::AtomicU64,
+    /// Raised when the store's hold is lost: the server stops (exit 3) so a supervisor starts
+    /// it again, rather than staying alive and unavailable.
+    pub hold_lost: Flag,
+    /// False while the store's last answer to a request or a sweep was a failure: `/healthz`
+    /// follows the write path, so a balancer stops sending while every create would fail.
+    pub store_ok: AtomicBool,
+}
+
+impl App {
+    /// The hold is gone: `/healthz` turns 503 and the server begins to stop.
+    pub fn lost_hold(&self) {
+        self.held.store(false, Ordering::Relaxed);
+        self.hold_lost.raise();
+    }
+}
+
+/// A one-way switch any number of tasks can wait on.
+pub struct Flag(tokio::sync::watch::Sender<bool>);
+
+impl Default for Flag {
+    fn default() -> Self {
+        Flag(tokio::sync::watch::channel(false).0)
+    }
+}
+
+impl Flag {
+    pub fn raise(&self) {
+        self.0.send_replace(true);
+    }
+
+    /// Resolves once [`Flag::raise`] was called (at once if it already was).
+    pub async fn raised(&self) {
+        let mut seen = self.0.subscribe();
+        let _ = seen.wait_for(|up| *up).await;
+    }
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -103,10 +144,17 @@ async fn describe(Path(code): Path<String>) -> axum::response::Response {
 }
 
 async fn healthz(State(app): State<Arc<App>>) -> axum::response::Response {
-    if app.held.load(Ordering::Relaxed) {
-        (StatusCode::OK, "ok\n").into_response()
-    } else {
+    if !app.held.load(Ordering::Relaxed) {
         Problem::new("store_unavailable", "the store's hold was lost").into_response()
+    } else if !app.store_ok.load(Ordering::Relaxed) {
+        Problem::new(
+            "store_unavailable",
+            "the store's last write failed; ready again after the next one succeeds",
+        )
+        .retry_after_ms(1000)
+        .into_response()
+    } else {
+        (StatusCode::OK, "ok\n").into_response()
     }
 }
 
@@ -155,7 +203,12 @@ async fn create_label(
 
 async fn create(app: &Arc<App>, loopback: bool, req: axum::extract::Request) -> Answer {
     let (parts, body) = req.into_parts();
-    let caller = match app.callers.caller(&parts.headers, loopback) {
+    let found = app
+        .callers
+        .read()
+        .unwrap_or_else(|p| p.into_inner())
+        .caller(&parts.headers, loopback);
+    let caller = match found {
         Ok(c) => c,
         Err(e) => return Problem::new("unauthenticated", e.0).into(),
     };
@@ -189,9 +242,27 @@ async fn create(app: &Arc<App>, loopback: bool, req: axum::extract::Request) -> 
         body,
     };
     // Its own task: a client that hangs up must not cancel an attempt between the carrier call
-    // and txn 2 (the seed: the service finishes a purchase it started).
-    match tokio::spawn(flow(app.clone(), req, die)).await {
-        Ok(Ok(Flow::Answered(r))) => engine_answer(app, r),
+    // and txn 2 (the seed: the service finishes a purchase it started). The drain's deadline
+    // answers the client, never cancels the task: it may still reach txn 2.
+    let running = tokio::spawn(flow(app.clone(), req, die));
+    let done = tokio::select! {
+        done = running => done,
+        () = app.drain_over.raised() => {
+            app.cut.fetch_add(1, Ordering::Relaxed);
+            let lease_ms = app.clock.wall(app.engine.lease_ms).as_millis() as u64;
+            return Problem::new(
+                "shutting_down",
+                "the server stopped before this attempt finished; its lease expires after Retry-After, and a retry with the same key then takes it over",
+            )
+            .retry_after_ms(lease_ms)
+            .into();
+        }
+    };
+    match done {
+        Ok(Ok(Flow::Answered(r))) => {
+            app.store_ok.store(true, Ordering::Relaxed);
+            engine_answer(app, r)
+        }
         Ok(Ok(Flow::Died)) => {
             let mut response = StatusCode::INTERNAL_SERVER_ERROR.into_response();
             response.extensions_mut().insert(Died);
@@ -412,7 +483,7 @@ async fn remote_purchase(app: &App, key: Option<&str>, a: &Attempt) -> CarrierRe
             seen.billed_cents += label.cost_cents;
         }
         CarrierResult::Refused { .. } if reply.hung => {}
-        CarrierResult::Refused { .. } => seen.refusals += 1,
+        CarrierResult::Refused { .. } | CarrierResult::KeyReused => seen.refusals += 1,
     }
     reply
 }
@@ -431,6 +502,9 @@ fn note_replay(app: &App, caller: &str, key: Option<&str>, r: &Response) {
 /// The engine's answer as HTTP: saved responses byte for byte, errors as problem details.
 fn engine_answer(app: &App, r: Response) -> Answer {
     let outcome = outcome_name(r.outcome);
+    if r.unlabelled_purchase {
+        app.metrics.unlabelled_purchases.inc();
+    }
     if r.replayed || matches!(r.outcome, Outcome::Created | Outcome::CarrierRefused) {
         // What the key saved (a label, or a final carrier refusal) and its replays: the very
         // bytes the store holds, so a replay is byte-identical to the first answer.
@@ -493,9 +567,12 @@ fn outcome_name(o: Outcome) -> &'static str {
 /// A job that got no answer: never a 201, always with a retry hint.
 fn job_problem(app: &App, e: JobError) -> Problem {
     match e {
-        JobError::Store(m) => Problem::new("store_unavailable", m).retry_after_ms(1000),
+        JobError::Store(m) => {
+            app.store_ok.store(false, Ordering::Relaxed);
+            Problem::new("store_unavailable", m).retry_after_ms(1000)
+        }
         JobError::Lost(m) => {
-            app.held.store(false, Ordering::Relaxed);
+            app.lost_hold();
             Problem::new("store_unavailable", m).retry_after_ms(1000)
         }
         JobError::Overloaded => Problem::new(

@@ -23,6 +23,7 @@ pub struct Metrics {
     pub cross_caller_replays: Counter,
     pub takeovers: Counter,
     pub takeovers_while_owner_alive: Counter,
+    pub unlabelled_purchases: Counter,
     carrier_purchases: Counter,
     carrier_replays: Counter,
     carrier_refusals: Counter,
@@ -59,6 +60,7 @@ impl Metrics {
             cross_caller_replays: Counter::default(),
             takeovers: Counter::default(),
             takeovers_while_owner_alive: Counter::default(),
+            unlabelled_purchases: Counter::default(),
             carrier_purchases: Counter::default(),
             carrier_replays: Counter::default(),
             carrier_refusals: Counter::default(),
@@ -110,6 +112,11 @@ impl Metrics {
             "takeovers_while_owner_alive",
             "Takeovers while the attempt that held the lease was still running in this server (lease shorter than the slowest call)",
             self.takeovers_while_owner_alive.clone(),
+        );
+        r.register(
+            "unlabelled_purchases",
+            "Labels the carrier sold that the labels table's natural key (one label per parcel) then turned away, answering the parcel's existing label: invoice lines without a label of ours, seen by this server, with the carrier in process or behind HTTP",
+            self.unlabelled_purchases.clone(),
         );
         r.register(
             "carrier_purchases",

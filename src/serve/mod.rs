@@ -11,8 +11,9 @@
 //! head does not arrive in time (slow-loris, and idle keep-alive connections), a body read
 //! deadline (408), a cap on open connections (further ones wait in the listen backlog), a
 //! bounded queue in front of the writers (503 `overloaded`). SIGTERM or Ctrl-C stops accepting,
-//! lets the requests in flight finish within `--drain`, stops the writers (releasing the
-//! store's hold) and exits 0.
+//! lets the requests in flight finish within `--drain` (those still running then are answered
+//! 503 `shutting_down` and counted), stops the writers (releasing the store's hold) and exits 0,
+//! or 1 when any request was cut off.
 
 pub mod carrier;
 pub mod detect;
@@ -33,7 +34,7 @@ use http::{App, Died, Limits, Peer};
 use hyper_util::rt::{TokioIo, TokioTimer};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tower::Service as _;
 use writers::{EngineParts, Job, JobError, ScaledClock, Writers};
@@ -56,6 +57,8 @@ pub struct ServeConfig {
     /// The engine's clock runs this many times faster than the wall.
     pub time_scale: f64,
     pub callers: Callers,
+    /// `--callers FILE`, read again on SIGHUP.
+    pub callers_file: Option<std::path::PathBuf>,
     pub max_body_bytes: usize,
     pub header_timeout: Duration,
     pub body_timeout: Duration,
@@ -70,6 +73,9 @@ pub struct ServeConfig {
     pub http_threads: Option<usize>,
 }
 
+/// How long the 503s of attempts cut off at the drain's deadline get to reach their clients.
+const CUT_ANSWERS: Duration = Duration::from_secs(1);
+
 /// Batches per sweep job: a backlog is swept in rounds, so requests queue behind one round at
 /// most, not behind the whole backlog.
 const SWEEP_ROUND_BATCHES: u32 = 4;
@@ -79,7 +85,7 @@ const SWEEP_ROUND_BATCHES: u32 = 4;
 pub fn run(
     config: ServeConfig,
     started: impl FnOnce(SocketAddr, Vec<String>),
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Stopped> {
     let stores = Stores::new(
         config.store.as_deref(),
         None,
@@ -115,7 +121,12 @@ pub fn run(
         .thread_name("serve-http")
         .build()?;
     let clock = Arc::new(ScaledClock::new(config.time_scale));
-    let carrier = Arc::new(Carrier::new(config.carrier.clone()).without_ledger());
+    // A server runs indefinitely: the carrier keeps no invoice and forgets sales a window old.
+    let carrier = Arc::new(
+        Carrier::new(config.carrier.clone())
+            .without_ledger()
+            .forgetting_sales(),
+    );
     let remote_carrier = config
         .carrier_url
         .as_ref()
@@ -133,7 +144,7 @@ pub fn run(
     let app = Arc::new(App {
         writers,
         metrics: metrics::Metrics::new(),
-        callers: config.callers,
+        callers: std::sync::RwLock::new(config.callers),
         purged: PurgeMemory::new(config.purge_memory, config.seed).map_err(anyhow::Error::msg)?,
         creators: (config.engine.key_scope == KeyScope::Global)
             .then(|| Creators::new(config.purge_memory)),
@@ -149,6 +160,10 @@ pub fn run(
         },
         test_hooks: config.test_hooks,
         held: AtomicBool::new(true),
+        drain_over: http::Flag::default(),
+        cut: Default::default(),
+        hold_lost: http::Flag::default(),
+        store_ok: AtomicBool::new(true),
     });
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -156,11 +171,21 @@ pub fn run(
             .map_err(|e| anyhow::anyhow!("--listen {}: {e}", config.listen))?;
         let addr = listener.local_addr()?;
         // Before the server says it listens: a SIGTERM right after must drain, not kill.
-        let stop = shutdown_signal()?;
+        let signalled = shutdown_signal()?;
+        let lost = app.clone();
+        let stop = async move {
+            tokio::select! {
+                () = signalled => {}
+                () = lost.hold_lost.raised() => {
+                    eprintln!("the store's hold was lost: stopping, so that a supervisor starts the server again");
+                }
+            }
+        };
         started(
             addr,
             describe(&app, &stores, (writer_count, http_threads), &summary),
         );
+        let reloading = tokio::spawn(reload_callers(app.clone(), config.callers_file.clone()));
         let sweeping = tokio::spawn(sweeper(
             app.clone(),
             config.sweep_period_ms,
@@ -173,19 +198,37 @@ pub fn run(
         };
         let r = accept.serve(listener, app.clone(), stop).await;
         sweeping.abort();
+        reloading.abort();
         r
     });
     // Every connection is closed or abandoned by now: stop the writers, which gives every
     // connection back and with the last one the store's hold.
     app.writers.stop();
     if let Some(c) = checkpointer {
-        c.stop();
+        let c = c.stop();
+        eprintln!(
+            "sqlite: {} checkpoints, the WAL at most {} on disk (bounded at about {}), {} failed",
+            c.checkpoints,
+            crate::format::human_bytes(c.wal_bytes_max as f64),
+            crate::format::human_bytes(crate::store::checkpoint::WAL_LIMIT_BYTES as f64),
+            c.errors
+        );
     }
+    let cut = app.cut.load(Ordering::Relaxed);
+    let hold_lost = !app.held.load(Ordering::Relaxed);
     drop(app);
     drop(parts);
     drop(runtime);
     stores.finish()?;
-    served
+    served.map(|()| Stopped { cut, hold_lost })
+}
+
+/// How a server that was asked to stop ended.
+pub struct Stopped {
+    /// Attempts still running at the drain's deadline, answered 503 `shutting_down`.
+    pub cut: u64,
+    /// It stopped because the store's hold was lost.
+    pub hold_lost: bool,
 }
 
 /// HTTP worker threads when `--http-threads` is not given. SQLite's one writer thread is where
@@ -243,6 +286,10 @@ fn describe(
         d(e.lease_ms),
         d(e.carrier_timeout_ms)
     ));
+    lines.push(match e.order_space {
+        crate::engine::OrderSpace::Shared => "order space shared by every caller (--order-space shared): one label per parcel across callers, so a caller asking, with its own key, for an order another caller labelled gets that label back, and the carrier may bill again (counted as idemcalc_unlabelled_purchases_total); a public API whose tenants number their own orders wants --order-space per-tenant".to_string(),
+        crate::engine::OrderSpace::PerTenant => "order space per tenant (--order-space per-tenant): each caller's order ids are its own".to_string(),
+    });
     lines.push(match &s.carrier_url {
         Some(url) => format!("carrier: {url} over HTTP, with the derived key"),
         None => "carrier: the simulated one, in this process".to_string(),
@@ -259,7 +306,7 @@ fn describe(
             wall(e.lease_ms),
         ));
     }
-    if let Callers::Header(name) = &app.callers {
+    if let Callers::Header(name) = &*app.callers.read().unwrap_or_else(|p| p.into_inner()) {
         lines.push(format!(
             "WARNING: the caller is taken from the {name} header, unauthenticated: for load tests on loopback only (requests from other addresses get 401)"
         ));
@@ -292,6 +339,31 @@ fn describe(
     lines
 }
 
+/// SIGHUP, the usual reload signal, re-reads `--callers FILE` (revoking a token needs no
+/// restart): a file that reads and checks whole replaces the callers at once; a bad one is
+/// refused with a line naming file and line, and the callers in force stay. Without a file
+/// (`--trust-caller-header`) SIGHUP is caught and said to change nothing, never a kill.
+async fn reload_callers(app: Arc<App>, path: Option<std::path::PathBuf>) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let Ok(mut hup) = signal(SignalKind::hangup()) else {
+        return;
+    };
+    while hup.recv().await.is_some() {
+        let Some(path) = &path else {
+            eprintln!("SIGHUP: no --callers file to read again; nothing changed");
+            continue;
+        };
+        match Callers::from_file(path) {
+            Ok(callers) => {
+                let count = callers.token_count();
+                *app.callers.write().unwrap_or_else(|p| p.into_inner()) = callers;
+                eprintln!("SIGHUP: {} read again: {count} tokens", path.display());
+            }
+            Err(e) => eprintln!("SIGHUP: {e}; the callers in force stay"),
+        }
+    }
+}
+
 /// Sweeps every `period_ms` of the engine's clock, in rounds of a few batches, remembering what
 /// it purged.
 async fn sweeper(app: Arc<App>, period_ms: Millis, batch: u32) {
@@ -312,6 +384,7 @@ async fn sweeper(app: Arc<App>, period_ms: Millis, batch: u32) {
                 .await;
             match swept {
                 Ok(s) => {
+                    app.store_ok.store(true, Ordering::Relaxed);
                     app.purged.remember(&s.keys);
                     app.metrics.sweeper_batches.inc_by(s.batches);
                     app.metrics.sweeper_rows.inc_by(s.keys.len() as u64);
@@ -323,9 +396,14 @@ async fn sweeper(app: Arc<App>, period_ms: Millis, batch: u32) {
                     }
                 }
                 Err(JobError::Stopped) => return,
+                Err(JobError::Lost(_)) => {
+                    app.lost_hold();
+                    return;
+                }
                 // A full queue skips this period; a failing store is counted.
                 Err(JobError::Overloaded) => break,
                 Err(_) => {
+                    app.store_ok.store(false, Ordering::Relaxed);
                     app.metrics.sweeper_failures.inc();
                     break;
                 }
@@ -407,11 +485,21 @@ impl Accept {
             "shutting down: no new connections; draining requests in flight (at most {})",
             crate::duration::format_secs(self.drain.as_secs_f64())
         );
-        tokio::select! {
-            () = graceful.shutdown() => {}
-            () = tokio::time::sleep(self.drain) => {
-                eprintln!("the drain deadline passed with connections still open; closing them");
-            }
+        let drained = graceful.shutdown();
+        tokio::pin!(drained);
+        let late = tokio::select! {
+            () = &mut drained => false,
+            () = tokio::time::sleep(self.drain) => true,
+        };
+        if late {
+            // Every attempt still running is answered 503 `shutting_down` on its connection,
+            // which then closes; the answers get a moment to go out.
+            app.drain_over.raise();
+            let _ = tokio::time::timeout(CUT_ANSWERS, &mut drained).await;
+            eprintln!(
+                "the drain deadline passed: {} requests still running were answered 503 shutting_down; their keys keep their leases until they expire, then a retry takes them over",
+                app.cut.load(Ordering::Relaxed)
+            );
         }
         // Attempts whose clients hung up run in their own tasks: give them the rest of the
         // deadline to reach txn 2.

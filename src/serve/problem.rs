@@ -43,7 +43,7 @@ pub const KINDS: &[Kind] = &[
         code: "idempotency_key_reused",
         status: 422,
         title: "Idempotency-Key reused with another request",
-        advice: "This key was used with a different method, path or body. A client bug: never retry it blindly; a new intent needs a new key.",
+        advice: "This key was used with a different method, path or body, here or (within the carrier's own key window, after this service purged it) at the carrier. A client bug: never retry it blindly; a new intent needs a new key.",
     },
     Kind {
         code: "idempotency_key_multiple",
@@ -121,7 +121,7 @@ pub const KINDS: &[Kind] = &[
         code: "shutting_down",
         status: 503,
         title: "The server is shutting down",
-        advice: "Retry with the same key, against another instance or after the restart.",
+        advice: "Retry with the same key, against another instance or after the restart. An attempt cut off at the end of the server's drain keeps its lease until it expires (Retry-After): the retry then takes it over, and the carrier's derived key makes that safe.",
     },
     Kind {
         code: "not_found",

@@ -523,6 +523,30 @@ impl Settings {
                 ),
             ));
         }
+        // A started record must outlive its attempt: the lease, and the carrier call a takeover
+        // at the lease's end may still make. The sweeper never deletes a live lease, but a
+        // retention this short would purge records whose retries are still arriving seconds
+        // later, and answer them as new keys.
+        let attempt_ms = self.engine.lease_ms + self.engine.carrier_timeout_ms;
+        if let Some(r) = self
+            .engine
+            .retentions_s
+            .iter()
+            .find(|r| **r * 1e3 <= attempt_ms as f64)
+        {
+            return Err(SettingsError::new(
+                K::Retention,
+                format!(
+                    "{} does not outlast {} {} plus {} {}: a record could expire while an attempt still runs; give a retention longer than {}",
+                    duration::format_secs(*r),
+                    knob(K::Lease).flag,
+                    duration::format_secs(self.engine.lease_ms as f64 / 1e3),
+                    knob(K::CarrierTimeout).flag,
+                    duration::format_secs(self.engine.carrier_timeout_ms as f64 / 1e3),
+                    duration::format_secs(attempt_ms as f64 / 1e3),
+                ),
+            ));
+        }
         if self.traffic.sample == Some(0.0) {
             return Err(SettingsError::new(
                 K::Sample,

@@ -378,6 +378,7 @@ fn carrier_event(called_ms: Millis, at_ms: Millis, reply: &CarrierReply) -> Time
         CarrierResult::Label { label, .. } => {
             format!("buy label ({})", label.tracking_no)
         }
+        CarrierResult::KeyReused => "refused: key reused for another purchase".to_string(),
         CarrierResult::Refused { reason } => format!("refused: {reason}"),
     };
     TimelineEvent {

@@ -318,6 +318,19 @@ pub trait Tx {
     /// request bought, as under global key scoping); returns the existing label on either
     /// conflict, the parcel's first.
     fn insert_label(&mut self, label: &LabelRow) -> Result<Option<LabelRow>, StoreError>;
+    /// Undoes a completion this transaction's caller wrote and then abandoned (txn 2 dropped
+    /// without commit): deletes the record only while it is completed with exactly
+    /// `response_body`. A transactional store needs nothing (dropping the transaction rolled the
+    /// completion back, and the default does nothing); Redis, whose completion is a write of its
+    /// own that no rollback reaches, deletes it.
+    fn undo_completion(
+        &mut self,
+        _caller_id: &str,
+        _idem_key: &str,
+        _response_body: &str,
+    ) -> Result<(), StoreError> {
+        Ok(())
+    }
     /// Deletes a started key still held by `lease_token` (the 400 validation path).
     fn delete_key(
         &mut self,

@@ -137,6 +137,19 @@ pub(crate) static COMPLETE: LazyLock<Script> = LazyLock::new(|| Script::new(COMP
 
 static FENCED_COMPLETE: LazyLock<Script> = LazyLock::new(|| fenced(COMPLETE_LUA));
 
+/// A completion txn 2 abandoned (`Tx::undo_completion`): deleted only while it is completed with
+/// the very body that attempt wrote.
+static UNDO_COMPLETION: LazyLock<Script> = LazyLock::new(|| {
+    fenced(
+        r#"
+if redis.call('HGET', KEYS[1], 's') ~= '1' or redis.call('HGET', KEYS[1], 'rb') ~= ARGV[1] then return 0 end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[2], KEYS[1])
+return 1
+"#,
+    )
+});
+
 /// The 400 path: delete a started record still held by this attempt.
 static DELETE: LazyLock<Script> = LazyLock::new(|| {
     fenced(
@@ -150,16 +163,24 @@ return 1
 });
 
 /// One sweeper batch: the records expired by `now`, oldest first, deleted with their index
-/// entries in one atomic step.
+/// entries in one atomic step. As PostgreSQL's sweep (`store::postgres::sql::SWEEP`), a started
+/// record whose lease is live stays: its expiry entry moves to the lease's end instead.
 static SWEEP: LazyLock<Script> = LazyLock::new(|| {
     fenced(
         r#"
 local names = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local purged = {}
 for _, name in ipairs(names) do
-  redis.call('DEL', name)
-  redis.call('ZREM', KEYS[1], name)
+  local rec = redis.call('HMGET', name, 's', 'l')
+  if rec[1] == '0' and rec[2] and tonumber(rec[2]) > tonumber(ARGV[1]) then
+    redis.call('ZADD', KEYS[1], rec[2], name)
+  else
+    redis.call('DEL', name)
+    redis.call('ZREM', KEYS[1], name)
+    purged[#purged + 1] = name
+  end
 end
-return names
+return purged
 "#,
     )
 });
@@ -719,6 +740,21 @@ impl Tx for RedisTx<'_> {
     ) -> Result<(), StoreError> {
         let name = self.name(caller_id, idem_key);
         self.script(&DELETE, &name, &[lease_token.to_vec()])?;
+        Ok(())
+    }
+
+    fn undo_completion(
+        &mut self,
+        caller_id: &str,
+        idem_key: &str,
+        response_body: &str,
+    ) -> Result<(), StoreError> {
+        let name = self.name(caller_id, idem_key);
+        self.script(
+            &UNDO_COMPLETION,
+            &name,
+            &[response_body.as_bytes().to_vec()],
+        )?;
         Ok(())
     }
 

@@ -6,6 +6,7 @@
 use super::config::quote_ident;
 use super::deadline::{SWEEP_TIMEOUT, engine_settings};
 use super::pool::{PgPool, PoolInner};
+use super::rows::to_time;
 use super::{PostgresStore, Sweeper};
 use crate::clock::Millis;
 use crate::store::StoreError;
@@ -167,23 +168,41 @@ impl PostgresStore {
                     SWEEP_TIMEOUT.as_millis()
                 ))
                 .and_then(|()| {
-                    conn.client
-                        .query(&format!("SELECT caller_id, idem_key FROM {part}"), &[])
+                    conn.client.query(
+                        &format!(
+                            "SELECT caller_id, idem_key, state = 'started' AND locked_until > $1
+                               FROM {part}"
+                        ),
+                        &[&to_time(now_ms)],
+                    )
                 })
                 .and_then(|rows| {
+                    // A started record whose lease is live outlives its partition's range: an
+                    // attempt is at the carrier and txn 2 must find the row. The partition
+                    // waits for the next sweep (at most one lease).
+                    if rows
+                        .iter()
+                        .any(|r| r.get::<_, Option<bool>>(2) == Some(true))
+                    {
+                        return conn.client.batch_execute("ROLLBACK").map(|()| None);
+                    }
                     conn.client
                         .batch_execute(&format!(
                             "ALTER TABLE {schema}.idempotency_keys DETACH PARTITION {part};
                              DROP TABLE {part}; COMMIT"
                         ))
-                        .map(|()| rows)
+                        .map(|()| Some(rows))
                 });
             if rows.as_ref().is_err_and(|e| e.code().is_some()) {
                 let _ = conn.client.batch_execute("ROLLBACK");
             }
             let restored = conn.client.batch_execute(&engine_settings());
             let rows = match rows {
-                Ok(rows) => rows,
+                Ok(Some(rows)) => rows,
+                Ok(None) => {
+                    restored.map_err(|e| inner.stmt_err(&guard, e))?;
+                    break;
+                }
                 // Busy: the next sweep tries again.
                 Err(e) if e.code() == Some(&SqlState::LOCK_NOT_AVAILABLE) => break,
                 Err(e) => return Err(inner.stmt_err(&guard, e)),

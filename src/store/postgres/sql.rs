@@ -51,3 +51,14 @@ pub const INSERT_LABEL: &str = concat!(
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8)
      ON CONFLICT DO NOTHING"
 );
+/// The sweeper's batch: expired records the seed purges (completed ones) and started ones no
+/// attempt can still be running (the lease is over, so the attempt died or timed out and a
+/// retry would take over anyway). A started record whose lease is live is never deleted: its
+/// attempt is at the carrier and txn 2 must find the row.
+pub const SWEEP: &str = "DELETE FROM idempotency_keys WHERE (caller_id, idem_key) IN (
+        SELECT caller_id, idem_key FROM idempotency_keys
+         WHERE expires_at <= $1
+           AND (state = 'completed' OR locked_until IS NULL OR locked_until <= $1)
+         ORDER BY expires_at LIMIT $2
+           FOR UPDATE SKIP LOCKED)
+     RETURNING caller_id, idem_key";

@@ -72,13 +72,7 @@ impl Statements {
             )?,
             // SKIP LOCKED: a record that an attempt holds locked right now is left for the next
             // batch instead of making the sweeper wait behind it.
-            sweep: client.prepare(
-                "DELETE FROM idempotency_keys WHERE (caller_id, idem_key) IN (
-                    SELECT caller_id, idem_key FROM idempotency_keys
-                     WHERE expires_at <= $1 ORDER BY expires_at LIMIT $2
-                       FOR UPDATE SKIP LOCKED)
-                 RETURNING caller_id, idem_key",
-            )?,
+            sweep: client.prepare(sql::SWEEP)?,
             count_keys: client.prepare("SELECT count(*) FROM idempotency_keys")?,
             count_labels: client.prepare("SELECT count(*) FROM labels")?,
             labels: client.prepare(&format!(
