@@ -1336,6 +1336,49 @@ fn the_carrier_refuses_bad_purchases_and_slow_heads() {
     drop(carrier);
 }
 
+/// Idle connections from one address cannot take every slot: past `--max-connections-per-peer`
+/// they are closed at once, and a `/healthz` probe from another address is answered at once.
+/// Before, a flood of idle connections above `--max-connections` held every slot until the
+/// header deadline, and the probe waited in the backlog.
+#[test]
+fn an_idle_flood_from_one_address_leaves_slots_for_others() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = Server::on_sqlite(
+        &dir.path().join("store.sqlite"),
+        &[
+            "--max-connections",
+            "64",
+            "--max-connections-per-peer",
+            "16",
+            "--header-timeout",
+            "60s",
+        ],
+    );
+    let addr: std::net::SocketAddr = s.addr.parse().unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let flood: Vec<tokio::net::TcpStream> = rt.block_on(async {
+        let mut open = Vec::new();
+        for _ in 0..100 {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+            open.push(socket.connect(addr).await.unwrap());
+        }
+        open
+    });
+    let c = Client::builder()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let health = c.get(s.url("/healthz")).send();
+    assert_eq!(health.map(|r| r.status().as_u16()).ok(), Some(200));
+    assert!(s.metric(&client(), "idemcalc_connections_open") <= 18.0);
+    drop(flood);
+    s.stop_ok();
+}
+
 /// A carrier that does not answer (nothing listens at `--carrier-url`) is the seed's timeout: a
 /// 503 the client retries with the same key, the lease handed back, no label stored.
 #[test]

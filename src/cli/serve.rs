@@ -85,6 +85,12 @@ pub struct ServeArgs {
     /// Most connections open at once (1 to 1,000,000); further ones wait in the listen backlog.
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub max_connections: usize,
+    /// Most connections open at once from one address (1 to 1,000,000; half the default
+    /// --max-connections): a further one is closed at once, so one client's idle connections
+    /// cannot take every slot from the others (a balancer's health checks among them). Raise it
+    /// with --max-connections for clients that all share one address.
+    #[arg(long, value_name = "N", default_value_t = 2048)]
+    pub max_connections_per_peer: usize,
     /// Requests waiting for a writer before new ones get 503 `overloaded` (1 to 1,000,000).
     #[arg(long, value_name = "N", default_value_t = 4096)]
     pub queue: usize,
@@ -145,6 +151,7 @@ impl ServeArgs {
             ("--pool", self.pool as usize),
             ("--max-body", self.max_body),
             ("--max-connections", self.max_connections),
+            ("--max-connections-per-peer", self.max_connections_per_peer),
             ("--queue", self.queue),
             ("--purge-memory", self.purge_memory),
             ("--http-threads", self.http_threads.unwrap_or(1)),
@@ -163,6 +170,11 @@ impl ServeArgs {
             (
                 "--max-connections",
                 self.max_connections,
+                MAX_QUEUE_OR_CONNECTIONS,
+            ),
+            (
+                "--max-connections-per-peer",
+                self.max_connections_per_peer,
                 MAX_QUEUE_OR_CONNECTIONS,
             ),
         ] {
@@ -227,6 +239,7 @@ impl ServeArgs {
             header_timeout: self.header_timeout,
             body_timeout: self.body_timeout,
             max_connections: self.max_connections,
+            max_connections_per_peer: self.max_connections_per_peer,
             queue: self.queue,
             drain: self.drain,
             purge_memory: self.purge_memory,

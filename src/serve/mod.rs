@@ -63,6 +63,7 @@ pub struct ServeConfig {
     pub header_timeout: Duration,
     pub body_timeout: Duration,
     pub max_connections: usize,
+    pub max_connections_per_peer: usize,
     pub queue: usize,
     pub drain: Duration,
     /// Purged keys the Bloom filter is sized for; also the recent set of creators.
@@ -194,6 +195,7 @@ pub fn run(
         let accept = Accept {
             header_timeout: config.header_timeout,
             max_connections: config.max_connections,
+            per_peer: config.max_connections_per_peer,
             drain: config.drain,
         };
         let r = accept.serve(listener, app.clone(), stop).await;
@@ -249,6 +251,7 @@ struct Summary {
     time_scale: f64,
     header_timeout: Duration,
     max_connections: usize,
+    per_peer: usize,
     max_body_bytes: usize,
 }
 
@@ -258,6 +261,7 @@ fn config_summary(c: &ServeConfig) -> Summary {
         time_scale: c.time_scale,
         header_timeout: c.header_timeout,
         max_connections: c.max_connections,
+        per_peer: c.max_connections_per_peer,
         max_body_bytes: c.max_body_bytes,
     }
 }
@@ -331,10 +335,11 @@ fn describe(
         }
     ));
     lines.push(format!(
-        "limits: body {} bytes, request head within {}, at most {} connections",
+        "limits: body {} bytes, request head within {}, at most {} connections ({} from one address)",
         s.max_body_bytes,
         crate::duration::format_secs(s.header_timeout.as_secs_f64()),
-        s.max_connections
+        s.max_connections,
+        s.per_peer
     ));
     lines
 }
@@ -415,7 +420,41 @@ async fn sweeper(app: Arc<App>, period_ms: Millis, batch: u32) {
 struct Accept {
     header_timeout: Duration,
     max_connections: usize,
+    /// Most connections open at once from one address.
+    per_peer: usize,
     drain: Duration,
+}
+
+/// Connections open per client address, for the per-peer cap.
+#[derive(Default)]
+struct Peers(std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>);
+
+impl Peers {
+    /// Counts a connection from `ip`, unless `ip` already has `cap` open.
+    fn enter(self: &Arc<Self>, ip: std::net::IpAddr, cap: usize) -> Option<PeerSlot> {
+        let mut open = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let n = open.entry(ip).or_default();
+        if *n >= cap {
+            return None;
+        }
+        *n += 1;
+        Some(PeerSlot(self.clone(), ip))
+    }
+}
+
+/// One counted connection; dropping it gives the count back.
+struct PeerSlot(Arc<Peers>, std::net::IpAddr);
+
+impl Drop for PeerSlot {
+    fn drop(&mut self) {
+        let mut open = self.0.0.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = open.get_mut(&self.1) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.1);
+            }
+        }
+    }
 }
 
 impl Accept {
@@ -429,6 +468,7 @@ impl Accept {
         let router = http::router(app.clone());
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let slots = Arc::new(tokio::sync::Semaphore::new(self.max_connections));
+        let peers = Arc::new(Peers::default());
         let mut http1 = hyper::server::conn::http1::Builder::new();
         http1
             .timer(TokioTimer::new())
@@ -450,6 +490,11 @@ impl Accept {
                     }
                 },
                 () = &mut stop => break,
+            };
+            // Past its own cap a client's connection is closed at once, its slot given back.
+            let Some(peer_slot) = peers.enter(peer.ip(), self.per_peer) else {
+                drop(stream);
+                continue;
             };
             let _ = stream.set_nodelay(true);
             let router = router.clone();
@@ -477,6 +522,7 @@ impl Accept {
                 metrics_app.metrics.connections_open.inc();
                 let _ = conn.await;
                 metrics_app.metrics.connections_open.dec();
+                drop(peer_slot);
                 drop(slot);
             });
         }
