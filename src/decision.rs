@@ -81,22 +81,31 @@ impl Default for Targets {
 pub struct Choice {
     pub retention_s: f64,
     pub retention: String,
+    /// Records in one copy of the store on average: the replay's count where it counted them,
+    /// else the model's at the record's lifetime.
+    pub store_records: f64,
     /// One copy of the store at the point bytes per record, bytes: its average over the day,
     /// with records living their retention plus the sweeper's lag. Storage is billed on this.
     pub store_bytes: f64,
     /// One copy at its peak over the day (under a daily rush, the rush's end), bytes: what the
     /// store budget is checked on. Equal to `store_bytes` at a constant rate.
     pub peak_store_bytes: f64,
-    /// One copy at the ends of the bytes-per-record interval, when one was given.
+    /// One copy at the ends of its interval (records and bytes per record), when either has one.
     pub store_bytes_ci95: Option<[f64; 2]>,
     /// Every copy together (`replicas` × one copy), bytes.
     pub store_bytes_all_replicas: f64,
+    /// Retries arriving after our purge, a day: the replay's count where it counted them, else
+    /// the model's.
     pub late_after_purge_per_day: f64,
-    /// Of those, the ones after the carrier's window too: its derived key no longer catches
-    /// them, and those that had already run become duplicates.
+    /// The model's share of those after the carrier's window too: its derived key no longer
+    /// catches them, and those that had already run become duplicates.
     pub late_after_both_windows_per_day: f64,
-    /// What the duplicates budget is checked on: the run's measurement at this retention when
-    /// its interval rules out the model's figure, the model's figure otherwise.
+    /// `late_after_purge_per_day` is the replay's count (the split by the carrier's window is
+    /// then not known, and only the model's is shown).
+    pub late_measured: bool,
+    /// What the duplicates target is checked on and priced at: what the replay counted at this
+    /// retention when it saw any; when it saw none, the model's figure up to the replay's
+    /// one-sided bound; the model's figure where nothing was counted.
     pub duplicate_labels_per_day: f64,
     /// The run's measurement at this retention, when there is one.
     pub duplicates_measured: Option<Interval>,
@@ -104,8 +113,11 @@ pub struct Choice {
     pub model_duplicate_labels_per_day: f64,
     pub storage_cost_per_day: f64,
     pub total_cost_per_day: f64,
-    /// The daily cost at the ends of the bytes-per-record interval, when one was given.
+    /// The daily cost at the ends of the store's and the duplicates' intervals, when either has
+    /// one.
     pub total_cost_per_day_ci95: Option<[f64; 2]>,
+    /// What the cost budget is checked on: the cost at the top of the store's interval.
+    pub cost_checked_per_day: f64,
     pub meets_duplicates: bool,
     pub meets_store: bool,
     pub meets_cost: bool,
@@ -117,6 +129,19 @@ pub struct Choice {
 impl Choice {
     pub fn meets_all(&self) -> bool {
         self.meets_duplicates && self.meets_store && self.meets_cost
+    }
+
+    /// What the store budget is checked on: one copy at the top of its interval, at the
+    /// day's peak.
+    pub fn store_checked_bytes(&self) -> f64 {
+        let top = self
+            .store_bytes_ci95
+            .map_or(self.store_bytes, |[_, high]| high);
+        if self.store_bytes > 0.0 {
+            top * self.peak_store_bytes / self.store_bytes
+        } else {
+            top
+        }
     }
 }
 
@@ -130,8 +155,11 @@ pub struct Recommendation {
     pub bytes_per_record_ci95: Option<[f64; 2]>,
     /// The retry distribution's horizon: no retry is assumed later than this.
     pub horizon_s: f64,
-    /// The shortest retention meeting every target, if one does.
+    /// The cheapest retention meeting every target, if one does; a shorter one whose daily
+    /// cost the intervals cannot tell from it wins the tie.
     pub recommended: Option<Choice>,
+    /// The cheapest retention meeting every target, when a shorter one won the tie.
+    pub tied_with: Option<Choice>,
     /// When none does: the retention with the fewest duplicates inside the store and cost
     /// budgets (if any fits them), to show how far the duplicates target is.
     pub closest: Option<Choice>,
@@ -155,11 +183,18 @@ pub struct MeasuredTimeouts {
     pub modelled_per_day: f64,
 }
 
-/// Real duplicate labels a run measured at one retention.
+/// What a replay counted at one retention: `sim::replay::candidates` from its log of requests,
+/// or the run's own figures at the retention it replayed.
 #[derive(Debug, Clone, Copy, PartialEq)]
-pub struct MeasuredDuplicates {
+pub struct Measured {
     pub retention_s: f64,
-    pub per_day: Interval,
+    /// Real duplicate labels a day, counted on the carrier's window as the simulated carrier
+    /// keeps it. An estimate of 0 means none was seen: the interval is then a one-sided bound.
+    pub duplicates_per_day: Interval,
+    /// Records in one copy of the store, on average over the day.
+    pub records: Interval,
+    /// Retries that arrived after our purge, a day.
+    pub late_after_purge_per_day: Interval,
 }
 
 /// What [`decide`] is given besides the model's inputs.
@@ -173,11 +208,10 @@ pub struct DecisionInputs {
     /// Count on the carrier's window (the model's "real duplicates"): a late retry the carrier
     /// still recognises buys nothing. `false` asks for a retention that holds on our keys alone.
     pub count_carrier_window: bool,
-    /// Duplicates a simulation measured (counted on the carrier's window, as the simulated
-    /// carrier does): at those retentions a measurement that rules out the model's figure
-    /// decides instead of it, since the model cannot see all the run saw (retries that time out
-    /// again, leases, crashes).
-    pub measured_duplicates: Vec<MeasuredDuplicates>,
+    /// What a simulation counted at each retention it weighs: there the counts decide (the
+    /// model cannot see all a replay sees: retries that time out again, leases, crashes,
+    /// 409 re-sends) and the model's figure stays beside them.
+    pub measured: Vec<Measured>,
     /// When it rules out the model's timed-out calls, the measured share replaces the asked
     /// one: a slow carrier times out far more calls than `--timeout-fraction` says, and the
     /// decision must describe the system the run simulated. Inside the interval the asked share
@@ -199,7 +233,7 @@ impl Default for DecisionInputs {
             bytes_per_record_ci95: None,
             evidence: None,
             count_carrier_window: true,
-            measured_duplicates: Vec::new(),
+            measured: Vec::new(),
             measured_timeouts: None,
             sweeper: None,
             arrivals: None,
@@ -229,13 +263,27 @@ fn total_cost(params: &ModelParams, storage_cost_per_day: f64, duplicates: f64) 
     cost.unwrap_or_else(|e| panic!("the formula table is broken: {e}"))
 }
 
-/// A candidate's store and costs at one bytes per record.
-struct Sized {
-    figures: model::Figures,
-    store_bytes: f64,
-    peak_store_bytes: f64,
-    storage_cost_per_day: f64,
-    total_cost_per_day: f64,
+/// Storage for every copy of a store of `store_bytes`, by the model's formula.
+fn storage_cost(params: &ModelParams, store_bytes: f64) -> f64 {
+    model::formula(
+        "storage_cost_per_day",
+        &[
+            ("store_bytes", store_bytes),
+            ("replicas", params.replicas),
+            ("storage_usd_per_gb_month", params.storage_usd_per_gb_month),
+        ],
+    )
+    // The formula table is static and tested: failing it is a bug, as in `model::estimate`.
+    .unwrap_or_else(|e| panic!("the formula table is broken: {e}"))
+}
+
+/// A point estimate with no interval of its own (the model's figures).
+fn exact(v: f64) -> Interval {
+    Interval {
+        estimate: v,
+        ci95_low: v,
+        ci95_high: v,
+    }
 }
 
 fn choice(
@@ -253,96 +301,113 @@ fn choice(
         + inputs.sweeper.map_or(0.0, |(plan, period_s)| {
             plan.at(retention_s).mean_lag_s(period_s)
         });
-    // Records held at the day's peak: a store budget is a peak, not a mean.
+    let p = ModelParams {
+        retention_s,
+        carrier_window_s,
+        ..*params
+    };
+    let v = model::figures(&p, dist)?;
+    // The model's records at the record's real lifetime, through the store formula at one byte
+    // a record; duplicates stay at the retention.
+    let model_records = model::figures(
+        &ModelParams {
+            retention_s: life_s,
+            bytes_per_record: 1.0,
+            ..p
+        },
+        dist,
+    )?
+    .store_bytes;
+    // Records held at the day's peak over its mean: a store budget is a peak, not a mean.
     let peak_records = match &inputs.arrivals {
         Some(a) => a.max_arrivals_in(life_s),
         None => params.rate_per_s * life_s,
     };
-    let at = |bytes_per_record: f64| -> Result<Sized, FormulaError> {
-        let p = ModelParams {
-            retention_s,
-            bytes_per_record,
-            carrier_window_s,
-            ..*params
-        };
-        let at_retention = model::figures(&p, dist)?;
-        // The store and its storage cost through the same formulas, at the record's real
-        // lifetime; duplicates stay at the retention.
-        let at_life = model::figures(
-            &ModelParams {
-                retention_s: life_s,
-                ..p
-            },
-            dist,
-        )?;
-        Ok(Sized {
-            store_bytes: at_life.store_bytes,
-            peak_store_bytes: peak_records * bytes_per_record,
-            storage_cost_per_day: at_life.storage_cost_per_day,
-            total_cost_per_day: total_cost(
-                &p,
-                at_life.storage_cost_per_day,
-                at_retention.duplicate_labels_per_day,
-            ),
-            figures: at_retention,
-        })
+    let peak_ratio = if model_records > 0.0 {
+        (peak_records / model_records).max(1.0)
+    } else {
+        1.0
     };
-    let s = at(params.bytes_per_record)?;
-    let v = &s.figures;
     let measured = inputs
-        .measured_duplicates
+        .measured
         .iter()
         .filter(|_| inputs.count_carrier_window)
-        .find(|m| (m.retention_s - retention_s).abs() < 1e-6)
-        .map(|m| m.per_day);
-    // The measurement decides where it rules the model out; inside its interval the model's
-    // figure is the same quantity without the sampling noise.
-    let overrides = measured.filter(|m| !m.covers(v.duplicate_labels_per_day));
-    // The daily cost with the duplicates the decision goes by, through the formula table.
-    let total = |s: &Sized| match overrides {
-        Some(m) => total_cost(params, s.storage_cost_per_day, m.estimate),
-        None => s.total_cost_per_day,
+        .find(|m| (m.retention_s - retention_s).abs() < 0.5)
+        .copied();
+    let records = measured.map_or(exact(model_records), |m| m.records);
+    // Where the replay saw a duplicate its count decides; where it saw none it only bounds
+    // them, and the model's finer figure stands up to that bound.
+    let duplicates = match measured {
+        Some(m) if m.duplicates_per_day.estimate > 0.0 => m.duplicates_per_day,
+        Some(m) => Interval {
+            estimate: v
+                .duplicate_labels_per_day
+                .min(m.duplicates_per_day.ci95_high),
+            ..m.duplicates_per_day
+        },
+        None => exact(v.duplicate_labels_per_day),
     };
-    let (store_bytes_ci95, total_cost_per_day_ci95, worst_total, high) =
-        match inputs.bytes_per_record_ci95 {
-            Some([low, high]) => {
-                let lo = at(low)?;
-                let hi = at(high)?;
-                (
-                    Some([lo.store_bytes, hi.store_bytes]),
-                    Some([total(&lo), total(&hi)]),
-                    total(&hi),
-                    Some(hi),
-                )
-            }
-            None => (None, None, total(&s), None),
-        };
-    let duplicates = overrides.map_or(v.duplicate_labels_per_day, |m| m.estimate);
-    // One rule for every budget that depends on the record's size (the store, and the cost
-    // through storage): it is checked at the top of the bytes-per-record interval, so a
-    // recommended retention holds for any record size the measurement cannot rule out, as a
-    // budget verdict of "holds" does.
-    let worst = high.as_ref().unwrap_or(&s);
+    let bpr = params.bytes_per_record;
+    let [bpr_low, bpr_high] = inputs.bytes_per_record_ci95.unwrap_or([bpr, bpr]);
+    let store_bytes = records.estimate * bpr;
+    // Records and bytes per record err independently: their relative errors add in
+    // quadrature, as the run's own store figure has them (`sim::replay::store_size`), so the
+    // decision and the run's table give one interval.
+    let rel = |v: f64, est: f64| {
+        if est > 0.0 {
+            (v / est - 1.0).abs()
+        } else {
+            0.0
+        }
+    };
+    let store_low =
+        store_bytes * (1.0 - rel(records.ci95_low, records.estimate).hypot(rel(bpr_low, bpr)));
+    let store_high =
+        store_bytes * (1.0 + rel(records.ci95_high, records.estimate).hypot(rel(bpr_high, bpr)));
+    let store_low = store_low.max(0.0);
+    let storage = storage_cost(params, store_bytes);
+    let total = total_cost(params, storage, duplicates.estimate);
+    let total_low = total_cost(params, storage_cost(params, store_low), duplicates.ci95_low);
+    let total_high = total_cost(
+        params,
+        storage_cost(params, store_high),
+        duplicates.ci95_high,
+    );
+    // One rule for every budget that depends on the store's size (the store, and the cost
+    // through storage): it is checked at the top of the store's interval, so a recommended
+    // retention holds for any record size and count the measurement cannot rule out, as a
+    // budget verdict of "holds" does. Duplicates are checked at their estimate.
+    let worst_total = total_cost(
+        params,
+        storage_cost(params, store_high),
+        duplicates.estimate,
+    );
+    let with_interval = inputs.bytes_per_record_ci95.is_some() || measured.is_some();
     let t = &inputs.targets;
     Ok(Choice {
         retention_s,
         retention: human_duration(retention_s),
-        store_bytes: s.store_bytes,
-        peak_store_bytes: s.peak_store_bytes,
-        store_bytes_ci95,
-        store_bytes_all_replicas: s.store_bytes * params.replicas,
-        late_after_purge_per_day: v.late_after_purge_per_day,
+        store_records: records.estimate,
+        store_bytes,
+        peak_store_bytes: store_bytes * peak_ratio,
+        store_bytes_ci95: with_interval.then_some([store_low, store_high]),
+        store_bytes_all_replicas: store_bytes * params.replicas,
+        late_after_purge_per_day: measured.map_or(v.late_after_purge_per_day, |m| {
+            m.late_after_purge_per_day.estimate
+        }),
         late_after_both_windows_per_day: v.late_after_both_windows_per_day,
-        duplicate_labels_per_day: duplicates,
-        duplicates_measured: measured,
+        late_measured: measured.is_some(),
+        duplicate_labels_per_day: duplicates.estimate,
+        duplicates_measured: measured.map(|m| m.duplicates_per_day),
         model_duplicate_labels_per_day: v.duplicate_labels_per_day,
-        storage_cost_per_day: s.storage_cost_per_day,
-        total_cost_per_day: total(&s),
-        total_cost_per_day_ci95,
-        meets_duplicates: duplicates <= t.max_duplicates_per_day,
+        storage_cost_per_day: storage,
+        total_cost_per_day: total,
+        total_cost_per_day_ci95: with_interval.then_some([total_low, total_high]),
+        cost_checked_per_day: worst_total,
+        meets_duplicates: duplicates.estimate <= t.max_duplicates_per_day,
         meets_store: t
             .max_store_gb
-            .is_none_or(|gb| worst.peak_store_bytes <= gb * 1e9),
+            .is_none_or(|gb| store_high * peak_ratio <= gb * 1e9),
         meets_cost: t.max_cost_per_day.is_none_or(|usd| worst_total <= usd),
         relies_on_carrier_window: retention_s < carrier_window_s,
     })
@@ -362,7 +427,7 @@ pub fn decide(
         .into_iter()
         .map(|r| choice(params, dist, inputs, r))
         .collect::<Result<Vec<_>, _>>()?;
-    let recommended = candidates.iter().find(|c| c.meets_all()).cloned();
+    let (recommended, tied_with) = cheapest_feasible(&candidates);
     let closest = match recommended {
         Some(_) => None,
         None => candidates
@@ -389,6 +454,7 @@ pub fn decide(
         bytes_per_record_ci95: inputs.bytes_per_record_ci95,
         horizon_s,
         recommended,
+        tied_with,
         closest,
         cheapest,
         cheapest_is_assumption,
@@ -401,6 +467,33 @@ pub fn decide(
     rec.notes.extend(timeouts_note);
     rec.notes.extend(model_disagreements(&rec));
     Ok(rec)
+}
+
+/// The cheapest candidate meeting every target, or the shortest one whose cost interval
+/// reaches it (the intervals cannot tell them apart, and a shorter retention is less to keep),
+/// with the cheapest when the tie went to a shorter one.
+fn cheapest_feasible(candidates: &[Choice]) -> (Option<Choice>, Option<Choice>) {
+    let feasible = || candidates.iter().filter(|c| c.meets_all());
+    // `min_by` keeps the first of equal minima: an exact tie goes to the shorter retention.
+    let Some(best) =
+        feasible().min_by(|a, b| a.total_cost_per_day.total_cmp(&b.total_cost_per_day))
+    else {
+        return (None, None);
+    };
+    let [_, best_high] = best
+        .total_cost_per_day_ci95
+        .unwrap_or([best.total_cost_per_day; 2]);
+    let shortest_tied = feasible()
+        .take_while(|c| c.retention_s < best.retention_s)
+        .find(|c| {
+            c.total_cost_per_day_ci95
+                .unwrap_or([c.total_cost_per_day; 2])[0]
+                <= best_high
+        });
+    match shortest_tied {
+        Some(c) => (Some(c.clone()), Some(best.clone())),
+        None => (Some(best.clone()), None),
+    }
 }
 
 /// `params` at the measured timeout share when the measurement rules out the asked one (see
@@ -433,26 +526,56 @@ fn measured_timeout_share(
     )
 }
 
-/// Where a run's duplicates rule out the model's figure (at the measured timeout share): the
-/// measurement decided there, and the reader should know the model is off for this system at
-/// the retentions the run did not simulate.
+/// Where a replay's duplicates rule out the model's figure (at the measured timeout share),
+/// said once: the counts decided there, and the reader should know how far the model is off
+/// for this system (it has no term for crashes, chained retries or 409 re-sends).
 fn model_disagreements(rec: &Recommendation) -> Vec<String> {
-    rec.candidates
+    let off: Vec<(&Choice, Interval)> = rec
+        .candidates
         .iter()
         .filter_map(|c| {
             let m = c.duplicates_measured?;
-            let modelled = c.model_duplicate_labels_per_day;
-            (!m.covers(modelled)).then(|| {
-                format!(
-                    "At {} the run measured {} real duplicates (95 % {}) where the model gives {}: the decision goes by the measurement there, and the model's figures at other retentions are off by as much.",
-                    c.retention,
-                    per_day(m.estimate),
-                    crate::format::interval(m.ci95_low, m.ci95_high, per_day),
-                    per_day(modelled),
-                )
-            })
+            (!m.covers(c.model_duplicate_labels_per_day)).then_some((c, m))
         })
-        .collect()
+        .collect();
+    // The one the decision leans on most: the recommended retention if the model is off
+    // there, else the farthest off.
+    let shown = off
+        .iter()
+        .find(|(c, _)| {
+            rec.recommended
+                .as_ref()
+                .is_some_and(|r| r.retention_s == c.retention_s)
+        })
+        .or_else(|| {
+            off.iter().max_by(|(a, _), (b, _)| {
+                let gap = |c: &Choice| {
+                    (c.duplicate_labels_per_day - c.model_duplicate_labels_per_day).abs()
+                };
+                gap(a).total_cmp(&gap(b))
+            })
+        });
+    let Some((c, m)) = shown else {
+        return Vec::new();
+    };
+    let (lo, hi) = (m.ci95_low, m.ci95_high);
+    let measured = if m.estimate > 0.0 {
+        format!(
+            "{} (95 % {})",
+            per_day(m.estimate),
+            crate::format::interval(lo, hi, per_day)
+        )
+    } else {
+        format!("none (at most {})", per_day(hi))
+    };
+    vec![format!(
+        "The replay's duplicates rule out the model's at {} of the {} retentions weighed (at {}: {} where the model gives {}); the decision goes by the replay's counts, the model's figures are shown beside them.",
+        off.len(),
+        rec.candidates.len(),
+        c.retention,
+        measured,
+        per_day(c.model_duplicate_labels_per_day),
+    )]
 }
 
 /// `17.7 GB (2 copies: 35.4 GB)`, with the interval when there is one.
@@ -473,6 +596,70 @@ pub fn store_text(c: &Choice, replicas: f64) -> String {
         human_bytes(c.store_bytes_all_replicas),
         crate::format::plural(replicas as u64, "copy", "copies")
     )
+}
+
+/// `$3.52` with its interval when it has one: `$3.52 [$3.41 – $3.65]`.
+pub fn cost_text(c: &Choice) -> String {
+    match c.total_cost_per_day_ci95 {
+        Some([lo, hi]) if hi > lo => {
+            format!("{} [{} – {}]", usd(c.total_cost_per_day), usd(lo), usd(hi))
+        }
+        _ => usd(c.total_cost_per_day),
+    }
+}
+
+/// When the cheapest retention breaks a target, what moving that target would save: the
+/// figure the target would have to allow, and the daily cost it would cut.
+fn what_a_budget_costs(rec: &Recommendation) -> Option<String> {
+    let o = &rec.cheapest;
+    if o.meets_all() {
+        return None;
+    }
+    let t = &rec.targets;
+    let mut needs = Vec::new();
+    if !o.meets_duplicates {
+        needs.push(format!(
+            "a duplicates target of {}",
+            per_day(o.duplicate_labels_per_day)
+        ));
+    }
+    if !o.meets_store {
+        needs.push(format!(
+            "a store budget of {} (now {})",
+            human_bytes(o.store_checked_bytes()),
+            human_bytes(t.max_store_gb.unwrap_or(0.0) * 1e9),
+        ));
+    }
+    if !o.meets_cost {
+        needs.push(format!(
+            "a cost budget of {}/day (now {}/day)",
+            usd(o.cost_checked_per_day),
+            usd(t.max_cost_per_day.unwrap_or(0.0))
+        ));
+    }
+    Some(match &rec.recommended {
+        Some(r) => format!(
+            "{} would cut {}/day to {}/day ({} instead of {}).",
+            capitalised(&needs.join(" and ")),
+            usd(r.total_cost_per_day),
+            usd(o.total_cost_per_day),
+            o.retention,
+            r.retention,
+        ),
+        None => format!(
+            "{} would let {} qualify, at {}/day.",
+            capitalised(&needs.join(" and ")),
+            o.retention,
+            usd(o.total_cost_per_day),
+        ),
+    })
+}
+
+fn capitalised(text: &str) -> String {
+    let mut c = text.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
 }
 
 fn targets_text(t: &Targets) -> String {
@@ -496,6 +683,14 @@ fn targets_text(t: &Targets) -> String {
 /// purge that still come within the carrier's window are caught by its derived key; those
 /// after it are not, and the ones that had already run are the duplicates counted.
 fn carrier_window_note(c: &Choice, carrier_window_s: f64) -> String {
+    if c.late_measured {
+        return format!(
+            "It is shorter than the carrier's {} window: the replay counted {} late retries after our purge; the carrier's derived key caught those within its window, and the {} real duplicates above are those it did not. If the carrier forgets sooner, more become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
+            human_duration(carrier_window_s),
+            per_day(c.late_after_purge_per_day),
+            per_day(c.duplicate_labels_per_day),
+        );
+    }
     let caught = (c.late_after_purge_per_day - c.late_after_both_windows_per_day).max(0.0);
     format!(
         "It is shorter than the carrier's {} window: of the {} late retries after our purge, {} come within the carrier's window and are caught by its derived key, not by ours; {} come after it too, and those that had already run are the {} real duplicates above. If the carrier forgets sooner, more become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
@@ -522,10 +717,8 @@ fn why_none(rec: &Recommendation) -> String {
     };
     let mut broken = Vec::new();
     if !c.meets_store {
-        // The budget is checked on the peak at the top of the bytes-per-record interval; the
-        // peak scales with the record's size as the average does.
         let top = c.store_bytes_ci95.map_or(c.store_bytes, |[_, high]| high);
-        let peak = c.peak_store_bytes * top / c.store_bytes;
+        let peak = c.store_checked_bytes();
         let at_peak = if peak > top * 1.005 {
             " at its peak"
         } else {
@@ -538,12 +731,9 @@ fn why_none(rec: &Recommendation) -> String {
         ));
     }
     if !c.meets_cost {
-        let top = c
-            .total_cost_per_day_ci95
-            .map_or(c.total_cost_per_day, |[_, high]| high);
         broken.push(format!(
             "{}/day against the budget of {}/day",
-            usd(top),
+            usd(c.cost_checked_per_day),
             usd(t.max_cost_per_day.unwrap_or(0.0)),
         ));
     }
@@ -566,15 +756,35 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
     match (&rec.recommended, &rec.closest) {
         (Some(c), _) => {
             out.push(format!(
-                "Recommended retention: {}, the shortest that meets {}: {} real duplicates, a store of {}, {}/day.",
+                "Recommended retention: {}, the cheapest that meets {}: {} real duplicates, a store of {}, {}/day.",
                 c.retention,
                 targets_text(&rec.targets),
                 per_day(c.duplicate_labels_per_day),
                 store_text(c, replicas),
-                usd(c.total_cost_per_day),
+                cost_text(c),
             ));
+            if let Some(t) = &rec.tied_with {
+                out.push(format!(
+                    "{} costs {}/day, which the intervals cannot tell from {}'s: the tie goes to the shorter retention.",
+                    t.retention,
+                    cost_text(t),
+                    c.retention,
+                ));
+            }
             if c.relies_on_carrier_window {
                 out.push(carrier_window_note(c, params.carrier_window_s));
+            }
+            if let Some(e) = rec
+                .evidence
+                .as_ref()
+                .filter(|e| e.latest_retry_s > c.retention_s)
+            {
+                out.push(format!(
+                    "The fitted log holds a retry {} after its first request, later than {}: a retry that late finds its key purged, and the carrier's derived key is all that catches it (within its {} window).",
+                    crate::format::approx_duration(e.latest_retry_s),
+                    c.retention,
+                    human_duration(params.carrier_window_s),
+                ));
             }
             if c.retention_s >= rec.horizon_s {
                 out.push(format!(
@@ -603,10 +813,11 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
     out.push(format!(
         "Cheapest retention: {}, {}/day ({} real duplicates, a store of {}).",
         o.retention,
-        usd(o.total_cost_per_day),
+        cost_text(o),
         per_day(o.duplicate_labels_per_day),
         store_text(o, replicas),
     ));
+    out.extend(what_a_budget_costs(rec));
     if rec.cheapest_is_assumption {
         let mut s = format!(
             "That is the retry distribution's horizon ({}), an assumption, not a measurement: no retry is assumed later, so keeping keys longer only adds storage. Move it with --retry-horizon or a measured --retry-cdf.",

@@ -208,6 +208,17 @@ fn moving_the_retention_recomputes_the_store_size() {
         console.join("\n")
     );
     assert_eq!(text_of(&dom, "val-retention_s").as_deref(), Some("3d"));
+    // Issue 51, item 7: the retention control is not an input of the decision, so the card
+    // the script recomputes from the run's counts is the card as written.
+    for id in ["out-decision", "out-decision-note"] {
+        assert!(text_of(&html, id).is_some_and(|t| !t.is_empty()), "{id}");
+        let written = text_of(&html, id).map(|t| t.replace("&#x2f;", "/").replace("&amp;", "&"));
+        assert_eq!(
+            text_of(&dom, id),
+            written,
+            "{id}: the what-if's decision at the card's inputs"
+        );
+    }
     assert_eq!(
         text_of(&dom, "out-store_bytes").as_deref(),
         Some(expected.as_str()),

@@ -656,7 +656,8 @@ fn deciding_on_our_keys_alone_is_one_knob_in_flags_and_files() {
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["decision"].clone()
     };
-    let target = ["--max-duplicates-per-day", "300"];
+    // Within a 25 GB store (the cheapest retention that fits it is the decision).
+    let target = ["--max-duplicates-per-day", "300", "--max-store-gb", "25"];
     let counted = decision(&target);
     assert_eq!(counted["count_carrier_window"], true);
     let alone = decision(&[&target[..], &["--without-carrier-window"]].concat());

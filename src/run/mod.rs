@@ -16,9 +16,7 @@ use crate::store::{Slot, StoreOptions, Stores, Sweeper};
 pub use plan::{JobPlan, Plan};
 pub use results::*;
 
-use crate::decision::{
-    DecisionInputs, MeasuredDuplicates, MeasuredTimeouts, Recommendation, decide,
-};
+use crate::decision::{DecisionInputs, Measured, MeasuredTimeouts, Recommendation, decide};
 use crate::model;
 use crate::scenario::{Budgets, Loaded, Scenario};
 use crate::sim::replay::{self, Progress};
@@ -505,7 +503,7 @@ pub fn decision(
         bytes_per_record_ci95: ci95,
         evidence: settings.retry.fitted.as_ref().and_then(|f| f.evidence()),
         count_carrier_window: !settings.budgets.without_carrier_window,
-        measured_duplicates: runs.iter().filter_map(measured_duplicates).collect(),
+        measured: measured_at_each_retention(runs),
         measured_timeouts: measured_timeouts(runs),
         sweeper: Some((settings.traffic.sweeper, settings.traffic.sweep_period_s)),
         arrivals: Some(plan.arrivals.clone()),
@@ -540,16 +538,51 @@ fn measured_timeouts(runs: &[RunResult]) -> Option<MeasuredTimeouts> {
     })
 }
 
-/// A run's duplicates, when it measured them with an interval (a run that saw none cannot
-/// bound them, and the model stands).
-fn measured_duplicates(r: &RunResult) -> Option<MeasuredDuplicates> {
-    let f = r.figures.duplicate_labels_per_day;
-    (f.estimate.is_finite() && f.ci95_low.is_finite() && f.ci95_high > 0.0).then(|| {
-        MeasuredDuplicates {
-            retention_s: r.retention_s,
-            per_day: Figure::interval(&f),
+/// What the runs counted at each retention the decision weighs: a run's own figures at the
+/// retention it replayed (its store only once it reached a steady window; before that it was
+/// still growing), elsewhere the longest run's counts from its log of requests
+/// (`sim::replay::candidates`), so every retention named is decided on the same evidence.
+fn measured_at_each_retention(runs: &[RunResult]) -> Vec<Measured> {
+    let counted = longest_first(runs)
+        .next()
+        .map(|r| r.sim.candidates.as_slice())
+        .unwrap_or_default();
+    let counted_at = |retention_s: f64| {
+        counted
+            .iter()
+            .find(|c| (c.retention_s - retention_s).abs() < 0.5)
+    };
+    let mut out: Vec<Measured> = runs
+        .iter()
+        .filter_map(|r| {
+            let d = r.figures.duplicate_labels_per_day;
+            let records = if r.sampling.steady_window {
+                r.figures.store_records
+            } else {
+                counted_at(r.retention_s)?.store_records
+            };
+            (d.estimate.is_finite() && d.ci95_high.is_finite()).then(|| Measured {
+                retention_s: r.retention_s,
+                duplicates_per_day: Figure::interval(&d),
+                records: Figure::interval(&records),
+                late_after_purge_per_day: Figure::interval(&r.figures.late_after_purge_per_day),
+            })
+        })
+        .collect();
+    for c in counted {
+        if !out
+            .iter()
+            .any(|m| (m.retention_s - c.retention_s).abs() < 0.5)
+        {
+            out.push(Measured {
+                retention_s: c.retention_s,
+                duplicates_per_day: Figure::interval(&c.duplicate_labels_per_day),
+                records: Figure::interval(&c.store_records),
+                late_after_purge_per_day: Figure::interval(&c.late_after_purge_per_day),
+            });
         }
-    })
+    }
+    out
 }
 
 /// The scenario's switched-off lines of defence, by the one check (`sim::deviations`).

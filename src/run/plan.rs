@@ -10,7 +10,7 @@
 use crate::model::{self, Estimate, ModelParams};
 use crate::scenario::Loaded;
 use crate::settings::{Retry, Settings};
-use crate::sim::replay::SimConfig;
+use crate::sim::replay::{Candidate, SimConfig};
 use crate::store::Sweeper;
 use crate::traffic::{Arrivals, RetryDelay};
 
@@ -91,6 +91,13 @@ impl Plan {
                     let sweeper = settings.traffic.sweeper.at(retention_s);
                     let mut config = settings.sim_config(retention_s);
                     config.sweeper = sweeper;
+                    config.candidates = model::candidate_retentions_s(retention_s, &retry)
+                        .into_iter()
+                        .map(|r| Candidate {
+                            retention_ms: (r * 1000.0).round() as crate::clock::Millis,
+                            sweeper: settings.traffic.sweeper.at(r),
+                        })
+                        .collect();
                     JobPlan {
                         config,
                         model: model::estimate(&params, &retry),

@@ -670,6 +670,7 @@ impl Settings {
             target_ordinary: t.target_intents,
             request_log: false,
             carrier_ledger: None,
+            candidates: Vec::new(),
             timeout_boost: None,
             timeout_fraction: t.timeout_fraction,
             network_loss_fraction: t.network_loss_fraction,

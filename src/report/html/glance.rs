@@ -101,7 +101,7 @@ fn retention_card(r: &Recommendation, c: &Choice, met: bool) -> Card {
         label: "Retention",
         value: c.retention.clone(),
         interval: if met {
-            "the shortest that meets every target".into()
+            "the cheapest that meets every target".into()
         } else {
             "the fewest duplicates inside the budgets".into()
         },

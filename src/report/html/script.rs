@@ -48,10 +48,28 @@ pub(super) fn data(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, Htm
             "horizon_s".into(),
             serde_json::to_value(dist.max_horizon_s())?,
         );
-        // The decision the script must reproduce at the starting inputs (without the
-        // bytes-per-record interval, which the panel does not move).
-        let decided = start.model_decision.as_ref().map(|c| c.retention_s);
-        o.insert("check_decision_s".into(), serde_json::to_value(decided)?);
+        // The decision the script must reproduce at the starting inputs: the headline's, from
+        // its evidence, or without one the model's.
+        o.insert("evidence".into(), serde_json::to_value(&start.evidence)?);
+        let decision = if start.evidence.is_empty() {
+            start.model_decision.as_ref()
+        } else {
+            start.decision.as_ref()
+        };
+        o.insert(
+            "check_decision_s".into(),
+            serde_json::to_value(decision.map(|c| c.retention_s))?,
+        );
+        o.insert(
+            "check_decision".into(),
+            serde_json::to_value(decision.map(|c| {
+                serde_json::json!({
+                    "store_bytes": c.store_bytes,
+                    "duplicate_labels_per_day": c.duplicate_labels_per_day,
+                    "total_cost_per_day": c.total_cost_per_day,
+                })
+            }))?,
+        );
     }
     // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside
     // JSON strings, where `\u003c` reads the same.

@@ -344,7 +344,7 @@ pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[Si
             .as_ref()
             .map_or_else(|| "none".to_string(), |c| c.retention.clone()),
         decision_note: start.decision.as_ref().map_or_else(
-            || "no retention up to the horizon meets the target and the budgets".to_string(),
+            || why_none(start),
             |c| {
                 format!(
                     "{} per copy, {} duplicates/day, {}",
@@ -358,6 +358,40 @@ pub(super) fn panel(start: &WhatIfStart, palette: &RatePalette, sim_points: &[Si
         tradeoff_svg,
         tradeoff_legend,
     }
+}
+
+/// Why no retention is recommended, naming the budget that blocks it: the sentence the page's
+/// script writes (`whyNone`) once a control moves, from the same figures.
+fn why_none(start: &WhatIfStart) -> String {
+    let t = &start.targets;
+    let Some(under) = start.weighed.iter().find(|c| c.meets_duplicates) else {
+        return format!(
+            "no retention up to {} keeps duplicates under {}/day (the duplicates target blocks it)",
+            human_duration(start.retry.max_horizon_s()),
+            human_count(t.max_duplicates_per_day)
+        );
+    };
+    let mut broken = Vec::new();
+    if let Some(gb) = t.max_store_gb.filter(|_| !under.meets_store) {
+        broken.push(format!(
+            "the store budget of {} (it needs {} per copy)",
+            human_bytes(gb * 1e9),
+            human_bytes(under.store_checked_bytes())
+        ));
+    }
+    if let Some(usd) = t.max_cost_per_day.filter(|_| !under.meets_cost) {
+        broken.push(format!(
+            "the cost budget of {}/day (it costs {}/day)",
+            crate::format::usd(usd),
+            crate::format::usd(under.cost_checked_per_day)
+        ));
+    }
+    format!(
+        "{} is the shortest retention under {} duplicates/day, and every one that is breaks {}",
+        under.retention,
+        human_count(t.max_duplicates_per_day),
+        broken.join(" and ")
+    )
 }
 
 /// The trade-off chart at the start, and the caption of what it draws.

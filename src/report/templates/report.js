@@ -229,23 +229,72 @@
     var v = params[name];
     return v == null || atNone(SPEC[name], v) ? null : v;
   }
+  // One formula of the table at `vars` (the names it reads), as `evaluate` runs the chain.
+  function formulaAt(name, vars) {
+    var c = compiled.find(function (c) { return c.name === name; });
+    var fns = M.functions.map(function (n) { return FUNCTIONS[n]; });
+    return c.fn.apply(null, fns.concat(c.names.map(function (n) { return vars[n]; })));
+  }
+  // The daily cost of a store and its duplicates, through the model's formulas.
+  function costAt(params, storeBytes, duplicates) {
+    var storage = formulaAt("storage_cost_per_day", { store_bytes: storeBytes, replicas: params.replicas,
+      storage_usd_per_gb_month: params.storage_usd_per_gb_month });
+    var dupCost = formulaAt("duplicate_cost_per_day", { duplicate_labels_per_day: duplicates,
+      label_price_usd: params.label_price_usd });
+    return formulaAt("total_cost_per_day", { storage_cost_per_day: storage, duplicate_cost_per_day: dupCost });
+  }
+  // The run's counts (M.evidence: the decision's own figures at each retention it weighed)
+  // stand while the traffic is the run's: the rate scales records and duplicates alike, prices,
+  // budgets, copies and record sizes are arithmetic on them; any other control of the traffic
+  // leaves the model alone to decide (null).
+  function evidenceScale(params) {
+    if (!M.evidence.length) return null;
+    var same = ["timeout_fraction", "done_fraction", "carrier_window_s"].every(function (n) {
+      return params[n] === M.base[n];
+    });
+    return same ? params.rate_per_s / M.base.rate_per_s : null;
+  }
+  // Each retention weighed, with the figures the rule reads: `src/decision.rs`'s `choice`.
   function candidates(params) {
+    var k = evidenceScale(params);
+    var gb = budget(params, "max_store_gb"), usdDay = budget(params, "max_cost_per_day");
     return retentions(params).map(function (r) {
       var v = evaluate(Object.assign({}, params, { retention_s: r }));
-      var gb = budget(params, "max_store_gb"), usdDay = budget(params, "max_cost_per_day");
-      return { retention_s: r, v: v,
-        dup: v.duplicate_labels_per_day <= params.max_duplicates_per_day,
-        store: gb === null || v.store_bytes <= gb * 1e9,
-        cost: usdDay === null || v.total_cost_per_day <= usdDay };
+      var e = k === null ? null : M.evidence.find(function (e) { return e.retention_s === r; });
+      var f;
+      if (e) {
+        var store = e.records * k * params.bytes_per_record;
+        var low = store * e.store_ci95_rel[0], high = store * e.store_ci95_rel[1];
+        var dup = e.duplicates * k;
+        f = { store_bytes: store, peak_top: high * e.peak_ratio, duplicates: dup,
+          total: costAt(params, store, dup),
+          low: costAt(params, low, e.duplicates_ci95[0] * k),
+          high: costAt(params, high, e.duplicates_ci95[1] * k),
+          worst: costAt(params, high, dup) };
+      } else {
+        f = { store_bytes: v.store_bytes, peak_top: v.store_bytes, duplicates: v.duplicate_labels_per_day,
+          total: v.total_cost_per_day, low: v.total_cost_per_day, high: v.total_cost_per_day,
+          worst: v.total_cost_per_day };
+      }
+      return { retention_s: r, v: v, f: f,
+        dup: f.duplicates <= params.max_duplicates_per_day,
+        store: gb === null || f.peak_top <= gb * 1e9,
+        cost: usdDay === null || f.worst <= usdDay };
     });
   }
 
-  // The decision rule of src/decision.rs: the shortest retention up to the horizon whose real
-  // duplicates stay under the target and whose store and cost fit the budgets. The check at
-  // load below compares it with Rust's answer at the page's starting inputs.
+  // The decision rule of src/decision.rs: the cheapest retention up to the horizon whose real
+  // duplicates stay under the target and whose store and cost fit the budgets; a shorter one
+  // whose cost interval reaches the cheapest's wins the tie. The check at load below compares
+  // it with Rust's answer at the page's starting inputs.
   function decide(params) {
-    var c = candidates(params).find(function (c) { return c.dup && c.store && c.cost; });
-    return c ? { retention_s: c.retention_s, v: c.v } : null;
+    var feasible = candidates(params).filter(function (c) { return c.dup && c.store && c.cost; });
+    if (!feasible.length) return null;
+    var best = feasible[0];
+    feasible.forEach(function (c) { if (c.f.total < best.f.total) best = c; });
+    var tied = feasible.find(function (c) { return c.retention_s < best.retention_s && c.f.low <= best.f.high; });
+    var c = tied || best;
+    return { retention_s: c.retention_s, v: c.v, f: c.f };
   }
 
   // Why no retention is recommended, naming the budget that blocks it: the target no retention
@@ -258,8 +307,9 @@
         humanCount(target) + "/day (the duplicates target blocks it)";
     }
     var broken = [];
-    if (!under.store) broken.push("the store budget of " + humanBytes(budget(params, "max_store_gb") * 1e9) + " (it needs " + humanBytes(under.v.store_bytes) + " per copy)");
-    if (!under.cost) broken.push("the cost budget of " + usd(budget(params, "max_cost_per_day")) + "/day (it costs " + usd(under.v.total_cost_per_day) + "/day)");
+    if (!under.store) broken.push("the store budget of " + humanBytes(budget(params, "max_store_gb") * 1e9) + " (it needs " + humanBytes(under.f.peak_top) + " per copy)");
+    if (!under.cost) broken.push("the cost budget of " + usd(budget(params, "max_cost_per_day")) + "/day (it costs " + usd(under.f.worst) + "/day)");
+    // The same sentence as `report::html::whatif::why_none`.
     return humanDuration(under.retention_s) + " is the shortest retention under " + humanCount(target) +
       " duplicates/day, and every one that is breaks " + broken.join(" and ");
   }
@@ -284,6 +334,17 @@
     var got = d ? d.retention_s : null;
     if (got !== M.check_decision_s) {
       console.error("recommended retention: page " + got + " s, idemcalc " + M.check_decision_s + " s");
+    }
+    // At the card's inputs the page computes the card's numbers.
+    var want = M.check_decision;
+    if (d && want) {
+      [["store_bytes", d.f.store_bytes], ["duplicate_labels_per_day", d.f.duplicates],
+        ["total_cost_per_day", d.f.total]].forEach(function (pair) {
+        var w = want[pair[0]], g = pair[1];
+        if (!(Math.abs(g - w) <= 1e-9 * Math.max(1, Math.abs(w)))) {
+          console.error("decision " + pair[0] + ": page computes " + g + ", idemcalc " + w);
+        }
+      });
     }
   })();
 
@@ -664,8 +725,8 @@
       setText("out-decision-note", startDecision.note);
     } else if (s.decided) {
       setText("out-decision", humanDuration(s.decided.retention_s), s.decided.retention_s);
-      setText("out-decision-note", humanBytes(s.decided.v.store_bytes) + " per copy, " +
-        humanCount(s.decided.v.duplicate_labels_per_day) + " duplicates/day, " + usd(s.decided.v.total_cost_per_day) + "/day");
+      setText("out-decision-note", humanBytes(s.decided.f.store_bytes) + " per copy, " +
+        humanCount(s.decided.f.duplicates) + " duplicates/day, " + usd(s.decided.f.total) + "/day");
     } else {
       setText("out-decision", "none", "");
       setText("out-decision-note", whyNone(p));

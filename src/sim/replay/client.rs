@@ -5,6 +5,7 @@
 //! ratio), one answered 409 or 503 retries with exponential backoff and full jitter, up to
 //! `max_attempts` attempts in all.
 
+use super::candidates::Evidence;
 use super::config::{KeyPolicy, SimConfig};
 use super::tallies::Tallies;
 use crate::clock::{Millis, VirtualClock};
@@ -71,6 +72,8 @@ pub(super) struct SendInfo {
     pub(super) bought_label: bool,
     pub(super) client_done: bool,
     pub(super) server_done: bool,
+    /// Its entry in [`Replay::evidence`], once it reached the engine.
+    pub(super) event: Option<usize>,
 }
 
 /// The first order number of every tenant: tenants number their orders alike, so with global
@@ -130,6 +133,8 @@ pub(super) struct Replay<'a> {
     /// The label ids that such records were left completed with, and their weights; checked
     /// against the labels table at the end of the run.
     pub(super) completed_at_crash: Vec<(String, f64)>,
+    /// Every request that reached the engine, for counting each candidate retention.
+    pub(super) evidence: Evidence,
     pub(super) t: Tallies,
 }
 
@@ -190,6 +195,7 @@ impl<'a> Replay<'a> {
             purchases: Vec::new(),
             crashed_in_txn2: Vec::new(),
             completed_at_crash: Vec::new(),
+            evidence: Evidence::default(),
             t: Tallies {
                 invariant_replays_identical: true,
                 request_log: RequestLog::new(cfg.request_log),
@@ -310,6 +316,7 @@ impl<'a> Replay<'a> {
                 client_done: false,
                 // A lost request never reaches the server.
                 server_done: send.lose_request,
+                event: None,
             },
         );
         self.intents.insert(intent_id, intent);

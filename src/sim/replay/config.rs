@@ -74,6 +74,10 @@ pub struct SimConfig {
     /// lives: [`SimConfig::record_life_s`].
     #[serde(skip)]
     pub sweeper: crate::store::Sweeper,
+    /// The retentions the decision weighs, each counted from this replay's log of requests
+    /// (`candidates`; set by the run's plan). Empty: none counted.
+    #[serde(skip)]
+    pub candidates: Vec<super::candidates::Candidate>,
     /// Fraction of attempts killed at `crash_point` (a process crash).
     pub crash_fraction: f64,
     pub crash_point: DiePoint,
@@ -116,6 +120,7 @@ impl Default for SimConfig {
             sweep_period_s: 60.0,
             sweep_batch: 10_000,
             sweeper: crate::store::Sweeper::Delete,
+            candidates: Vec::new(),
             crash_fraction: 0.0,
             crash_point: DiePoint::AfterCarrier,
             callers: 1,

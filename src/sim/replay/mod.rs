@@ -54,6 +54,7 @@
 //! The simulator measures only: each figure's model value ([`Figure::analytic`]) is left NaN
 //! here, and `run` fills it from its plan's one model evaluation.
 
+mod candidates;
 mod client;
 mod config;
 mod observe;
@@ -62,14 +63,17 @@ mod run;
 mod store_size;
 mod tallies;
 
+pub use candidates::Candidate;
 pub use config::{
     KeyPolicy, SEED_DEADLINE_MS, SEED_NETWORK_MS, SimConfig, SimError, default_arrival_s, p_slow,
     whole_days_arrival_s,
 };
-pub use pool::{Detection, OutcomeRow, SCHEMA_VERSION, SimInvariants, SimReport, pool};
+pub use pool::{
+    CandidateFigures, Detection, OutcomeRow, SCHEMA_VERSION, SimInvariants, SimReport, pool,
+};
 pub use run::{Progress, run_once};
 pub use store_size::time_average_variance_factor;
-pub use tallies::{Figure, SeriesPoint, Tallies, Tally};
+pub use tallies::{CandidateTally, Figure, SeriesPoint, Tallies, Tally};
 
 use crate::store::{Store, StoreError};
 use crate::traffic::{Arrivals, RetryDelay};

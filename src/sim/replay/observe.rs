@@ -3,6 +3,7 @@
 //! counted into the tallies with the weight of the intent behind it, and the client's side
 //! (a reply, a deadline passed) handed to the client state machine.
 
+use super::candidates::Arrival;
 use super::client::Replay;
 use crate::carrier::{CarrierReply, CarrierResult};
 use crate::clock::Millis;
@@ -23,7 +24,11 @@ impl Replay<'_> {
             Observed::Claimed { id, took_over, .. } => self.claimed(id, took_over),
             Observed::CarrierAnswered { id, reply, .. } => self.carrier_answered(id, &reply),
             Observed::Died { id, point, .. } => self.died(id, point),
-            Observed::Answered { id, response, .. } => self.answered(id, &response),
+            Observed::Answered {
+                id,
+                response,
+                at_ms,
+            } => self.answered(id, at_ms, &response),
             Observed::TimedOut { id, sent_ms, at_ms } => self.timed_out(id, sent_ms, at_ms),
             Observed::Replied {
                 id,
@@ -37,9 +42,22 @@ impl Replay<'_> {
 
     /// A request reached the engine.
     fn arrived(&mut self, id: u64, at_ms: Millis) {
-        let Some(info) = self.sends.get(&id) else {
+        let Some(info) = self.sends.get_mut(&id) else {
             return;
         };
+        let base_w = self
+            .intents
+            .get(&info.intent)
+            .map_or(info.weight, |i| i.base_weight);
+        info.event = Some(self.evidence.arrived(Arrival {
+            record: &info.record,
+            parcel: (info.caller, info.order_id),
+            at: at_ms,
+            first_sent: info.first_sent_ms,
+            retry: info.attempt > 1,
+            w: info.weight,
+            base_w,
+        }));
         // A retry that reaches the engine when its record is gone (purged, or never
         // written because the request was lost) more than one retention after the first
         // attempt: every such retry, not only the first of each call.
@@ -58,6 +76,9 @@ impl Replay<'_> {
             return;
         };
         info.claimed = true;
+        if let Some(ev) = info.event {
+            self.evidence.claimed(ev);
+        }
         let record = info.record.clone();
         let w = info.weight;
         let intent = info.intent;
@@ -113,6 +134,11 @@ impl Replay<'_> {
         {
             info.bought_label = true;
         }
+        if let CarrierResult::Label { .. } = &reply.result
+            && let Some(ev) = self.sends.get(&id).and_then(|i| i.event)
+        {
+            self.evidence.labelled(ev);
+        }
     }
 
     /// The attempt's process was killed at `point`.
@@ -121,6 +147,9 @@ impl Replay<'_> {
             return;
         };
         info.server_done = true;
+        if let Some(ev) = info.event {
+            self.evidence.died(ev, self.cfg.engine.lease_ms);
+        }
         if info.claimed
             && let Some(r) = self.running.get_mut(&info.record)
         {
@@ -145,11 +174,19 @@ impl Replay<'_> {
 
     /// The server sent its answer: counted by status and code, and checked against the
     /// record's first body (replays byte-identical) and creator (no replay to another caller).
-    fn answered(&mut self, id: u64, response: &Response) {
+    fn answered(&mut self, id: u64, at_ms: Millis, response: &Response) {
         let Some(info) = self.sends.get_mut(&id) else {
             return;
         };
         info.server_done = true;
+        if let Some(ev) = info.event {
+            self.evidence.answered(
+                ev,
+                at_ms,
+                response.replayed,
+                response.outcome == Outcome::CarrierTimeout,
+            );
+        }
         if info.claimed {
             info.claimed = false;
             if let Some(r) = self.running.get_mut(&info.record) {

@@ -48,6 +48,19 @@ pub struct Detection {
     pub completed_keys_without_label_per_day: f64,
 }
 
+/// One retention the decision weighs, counted from the replay's log of requests
+/// ([`super::candidates`]): the same sample at every candidate.
+#[derive(Debug, Clone, Serialize)]
+pub struct CandidateFigures {
+    pub retention_s: f64,
+    pub retention: String,
+    pub duplicate_labels_per_day: Figure,
+    pub late_after_purge_per_day: Figure,
+    /// Records in the store on average: by Little's law, the records created per second times
+    /// how long each lives (its retention from its completion plus the sweeper's lag).
+    pub store_records: Figure,
+}
+
 /// What `idemcalc simulate` reports: the pooled replicates, each figure beside the model's.
 #[derive(Debug, Clone, Serialize)]
 pub struct SimReport {
@@ -92,6 +105,8 @@ pub struct SimReport {
     pub outcomes: Vec<OutcomeRow>,
     pub invariants: SimInvariants,
     pub series: Vec<SeriesPoint>,
+    /// Every retention the decision weighs, counted from this run's requests.
+    pub candidates: Vec<CandidateFigures>,
     /// What the figures cannot say: no steady window, no events seen, an interval that could
     /// not be computed. Shown under the table.
     pub notes: Vec<String>,
@@ -192,11 +207,49 @@ pub fn pool(
         outcomes: outcome_rows(&sum, days),
         invariants: invariants(runs),
         series: mean_series(runs),
+        candidates: candidate_figures(runs, unit_w),
         notes,
         interrupted: runs.iter().any(|t| t.interrupted),
         steady_window: !runs.is_empty() && runs.iter().all(|t| t.steady_points > 0),
         wall_seconds,
     }
+}
+
+/// Each candidate retention pooled over the replicates: counts add, and the records' time
+/// (Σ w·life) over the arrivals' total span is the mean store.
+fn candidate_figures(runs: &[Tallies], unit_w: f64) -> Vec<CandidateFigures> {
+    let Some(first) = runs.first() else {
+        return Vec::new();
+    };
+    let days: f64 = runs.iter().map(|t| t.days).sum::<f64>().max(1e-9);
+    let span_s = days * 86_400.0;
+    (0..first.candidates.len())
+        .map(|j| {
+            let (mut duplicates, mut late) = (Tally::default(), Tally::default());
+            let (mut secs, mut secs_sq) = (0.0, 0.0);
+            for c in runs.iter().filter_map(|t| t.candidates.get(j)) {
+                duplicates.merge(&c.duplicates);
+                late.merge(&c.late);
+                secs += c.record_seconds;
+                secs_sq += c.record_seconds_sq;
+            }
+            let records = secs / span_s;
+            let half = crate::stats::Z95 * secs_sq.sqrt() / span_s;
+            let retention_s = first.candidates[j].retention_s;
+            CandidateFigures {
+                retention_s,
+                retention: crate::duration::format_secs(retention_s),
+                duplicate_labels_per_day: duplicates.per_day(days, unit_w),
+                late_after_purge_per_day: late.per_day(days, unit_w),
+                store_records: Figure {
+                    estimate: records,
+                    ci95_low: (records - half).max(0.0),
+                    ci95_high: records + half,
+                    analytic: f64::NAN,
+                },
+            }
+        })
+        .collect()
 }
 
 /// The replicates' event tallies added up, and their days.

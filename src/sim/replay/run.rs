@@ -3,12 +3,13 @@
 //! and the time-series points, and the reconciliation at the end (the store's invariants,
 //! invoice lines and completed records without a label).
 
+use super::candidates::Rules;
 use super::client::{Replay, namesakes, sampled_share};
 use super::config::{SimConfig, SimError, invalid};
 use super::tallies::{SeriesPoint, Tallies};
 use crate::carrier::{Carrier, CarrierConfig, LedgerFile};
 use crate::clock::{Millis, VirtualClock};
-use crate::engine::{Engine, EngineError};
+use crate::engine::{CarrierKey, Engine, EngineError};
 use crate::sim::flow::Observed;
 use crate::store::Store;
 use crate::traffic::{Arrivals, LoadProfile, RetryDelay};
@@ -368,6 +369,16 @@ fn finish(mut r: Replay<'_>) -> Result<Tallies, SimError> {
         .map(|l| l.label_id)
         .collect();
     r.inspect_crashes()?;
+    r.t.candidates = r.evidence.count(
+        &r.cfg.candidates,
+        &Rules {
+            sweep_every: ((r.cfg.sweep_period_s * 1000.0) as Millis).max(1),
+            arrival_end: (r.cfg.arrival_s() * 1000.0) as Millis,
+            lease_ms: r.cfg.engine.lease_ms,
+            carrier_window_ms: r.cfg.carrier.window_ms,
+            carrier_keys: r.cfg.engine.carrier_key == CarrierKey::Derived,
+        },
+    );
     for (label_id, w) in &r.completed_at_crash {
         if !labels.contains(label_id) {
             r.t.completed_without_label.add(*w);

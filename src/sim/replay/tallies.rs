@@ -97,6 +97,19 @@ fn garwood(n: u64) -> (f64, f64) {
     (lo, hi)
 }
 
+/// What one replicate counted at one candidate retention.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct CandidateTally {
+    pub retention_s: f64,
+    pub duplicates: Tally,
+    pub late: Tally,
+    /// Σ w·life over the records created, in record-seconds: by Little's law, divided by the
+    /// arrivals' span, the mean number of records in the store.
+    pub record_seconds: f64,
+    /// Σ (w·life)²: the variance of that sum, each record a Poisson draw.
+    pub record_seconds_sq: f64,
+}
+
 /// One time-series point.
 #[derive(Debug, Clone, Serialize)]
 pub struct SeriesPoint {
@@ -151,6 +164,8 @@ pub struct Tallies {
     /// whole pages, which sets the smallest honest interval (see `bytes_per_record_figure`).
     pub bytes_per_record_records: Vec<u64>,
     pub series: Vec<SeriesPoint>,
+    /// Each candidate retention counted from the replay's log of requests.
+    pub candidates: Vec<CandidateTally>,
     pub simulated_s: f64,
     pub replayed_requests: u64,
     pub replayed_intents: u64,
