@@ -1,12 +1,29 @@
-//! Issue 35's bad-input sweep, bounded for CI: every kind of file a user hands idemcalc (a
-//! request log as CSV and as Parquet, `fit --aggregates` results, a retry CDF, a scenario
-//! file), corrupted at byte positions drawn from a fixed seed, run through the real binary.
-//! Every run must end on its own within its limit (no hang), never with a panic (exit 101) or a
-//! signal, and every refusal (exit 2) must name the file it could not use. Everything is
-//! written inside a temporary directory this test creates. (Flags and scenario fields are swept
-//! value by value in tests/settings.rs; closed pipes in tests/outputs.rs.)
+//! The attack sweeps, bounded for CI, all through the real binary and inside temporary
+//! directories the tests create.
+//!
+//! Issue 35's bad-input sweep (this file): every kind of file a user hands idemcalc (a request
+//! log as CSV and as Parquet, `fit --aggregates` results, a retry CDF, a scenario file),
+//! corrupted at byte positions drawn from a fixed seed. Every run must end on its own within
+//! its limit (no hang), never with a panic (exit 101) or a signal, and every refusal (exit 2)
+//! must name the file it could not use. (Flags and scenario fields are swept value by value in
+//! tests/settings.rs; closed pipes in tests/outputs.rs.)
+//!
+//! Issue 50's sweep of the HTTP surfaces, in the modules below: crafted requests against
+//! `serve` and `carrier` (`http`), hostile servers against `load` (`hostile`), and signals
+//! (`signals`). Same rules: no panic, no hang, every refusal a documented error body or one
+//! clear line.
 
 mod common;
+#[path = "attack/crafted.rs"]
+mod crafted;
+#[path = "attack/hostile.rs"]
+mod hostile;
+#[path = "attack/http.rs"]
+mod http;
+#[path = "attack/signals.rs"]
+mod signals;
+#[path = "attack/wire.rs"]
+mod wire;
 
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};

@@ -3,73 +3,19 @@
 
 mod common;
 
-use common::{PG_URL_VAR, REDIS_URL_VAR};
+use common::{PG_URL_VAR, REDIS_URL_VAR, Server, TOKEN, signal};
 use idemcalc::store::Store as _;
 use reqwest::blocking::{Client, RequestBuilder};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::Duration;
 
 const BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#;
 const OTHER_BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1500,"service":"ground"}"#;
-const TOKEN: &str = "tok-fulfilment";
 
-/// A running server: killed (SIGTERM, then SIGKILL) if the test ends without stopping it.
-struct Server {
-    child: Option<Child>,
-    base: String,
-    addr: String,
-    stderr: std::path::PathBuf,
-    dir: tempfile::TempDir,
-}
-
+/// Requests of the tests in this file, on the server [`common::Server`] started.
 impl Server {
-    /// `idemcalc serve --listen 127.0.0.1:0 --store STORE --callers FILE ARGS…`, once it listens.
-    fn start(store: &str, args: &[&str]) -> Server {
-        let dir = tempfile::tempdir().unwrap();
-        let callers = dir.path().join("callers");
-        std::fs::write(
-            &callers,
-            format!("# test callers\n{TOKEN} fulfilment\n\ntok-returns returns\n"),
-        )
-        .unwrap();
-        let stderr = dir.path().join("stderr");
-        let mut child = Command::new(env!("CARGO_BIN_EXE_idemcalc"))
-            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
-            .arg("--callers")
-            .arg(&callers)
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        let base = common::listening_url(&mut child).unwrap_or_else(|| {
-            let _ = child.kill();
-            panic!(
-                "no listening line; stderr: {}",
-                std::fs::read_to_string(&stderr).unwrap_or_default()
-            )
-        });
-        let addr = base.trim_start_matches("http://").to_string();
-        Server {
-            child: Some(child),
-            base,
-            addr,
-            stderr,
-            dir,
-        }
-    }
-
-    /// [`Server::start`] on the SQLite file at `path`.
-    fn on_sqlite(path: &std::path::Path, args: &[&str]) -> Server {
-        Server::start(&format!("sqlite:{}", path.display()), args)
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("{}{path}", self.base)
-    }
-
     fn post(&self, client: &Client, key: Option<&str>, body: &str) -> RequestBuilder {
         let mut r = client
             .post(self.url("/labels"))
@@ -93,53 +39,11 @@ impl Server {
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
             .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
     }
-
-    /// [`Server::stop`], which must end in a clean exit (0): what the server said on stderr.
-    fn stop_ok(self) -> String {
-        let (code, err) = self.stop();
-        assert_eq!(code, Some(0), "{err}");
-        err
-    }
-
-    /// SIGTERM, then the exit code and everything the server said on stderr.
-    fn stop(mut self) -> (Option<i32>, String) {
-        let child = self.child.take().unwrap();
-        signal(&child, libc::SIGTERM);
-        let (code, _) = common::wait_within(child, Duration::from_secs(60));
-        (
-            code,
-            std::fs::read_to_string(&self.stderr).unwrap_or_default(),
-        )
-    }
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            signal(&child, libc::SIGTERM);
-            for _ in 0..200 {
-                if child.try_wait().ok().flatten().is_some() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        let _ = &self.dir;
-    }
 }
 
 /// The SQLite store at `path`, opened by the test: it opens only once the server has released it.
 fn reopen(path: &std::path::Path) -> idemcalc::store::SqliteStore {
     idemcalc::store::SqliteStore::open(path, &Default::default()).unwrap()
-}
-
-fn signal(child: &Child, sig: i32) {
-    // SAFETY: a plain kill(2) of our own child.
-    unsafe {
-        libc::kill(child.id() as i32, sig);
-    }
 }
 
 /// A client that opens a connection per request: a kept-alive one could be closed by the

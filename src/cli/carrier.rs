@@ -12,8 +12,8 @@ latency (Idempotent-Replayed: true when the key was seen within --carrier-window
 {\"reason\"} when refused (nothing bought; reason idempotency_key_reused when the key was used
 within the window for another purchase), 400 with {\"reason\"} for a purchase no label service
 sends (order, parcel or version below 1, weight not above 0, an empty key, two key headers).
-A request head must arrive within 10 s. GET /v1/invoice: every billed purchase, to reconcile
-against the labels a service stored. GET /healthz.
+A request head must arrive within 10 s, its body too (at most 64 KiB). GET /v1/invoice: every
+billed purchase, to reconcile against the labels a service stored. GET /healthz.
 
 --time-scale N runs the carrier's clock (its latencies, its key window) N times faster than the
 wall, as `idemcalc serve --time-scale N` does the engine's; give both the same N.

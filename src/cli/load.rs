@@ -371,8 +371,27 @@ impl LoadArgs {
     }
 }
 
-/// Set by Ctrl-C: the run stops starting intents and reports what it did.
+/// Set by Ctrl-C or SIGTERM: the run stops starting intents and reports what it did.
 static INTERRUPTED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+extern "C" fn on_sigterm(_: libc::c_int) {
+    INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// SIGTERM ends a run as Ctrl-C does. It is what a CI job's timeout, `timeout(1)` or a
+/// container's stop sends, and by default it killed `load` and the report of everything run so
+/// far with it. Once only: a second SIGTERM kills, as a supervisor escalating expects.
+fn stop_on_sigterm() {
+    // SAFETY: the handler only stores to an atomic (async-signal-safe); the action is zeroed
+    // and then filled as sigaction(2) asks.
+    unsafe {
+        let mut action: libc::sigaction = std::mem::zeroed();
+        action.sa_sigaction = on_sigterm as extern "C" fn(libc::c_int) as libc::sighandler_t;
+        action.sa_flags = libc::SA_RESETHAND | libc::SA_RESTART;
+        libc::sigemptyset(&mut action.sa_mask);
+        libc::sigaction(libc::SIGTERM, &action, std::ptr::null_mut());
+    }
+}
 
 pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let cfg = args.config()?;
@@ -381,6 +400,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let tick = |f: f64| bar.set_position((f.clamp(0.0, 1.0) * 1000.0) as u64);
     // A handler that cannot be installed (one already is) leaves Ctrl-C's default: no report.
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst));
+    stop_on_sigterm();
     let invoice = args.invoice_source()?;
     let prediction = args.prediction_settings(&cfg)?;
     let mut report = load::run_until(&cfg, &tick, &INTERRUPTED)?;

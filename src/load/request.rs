@@ -219,14 +219,16 @@ impl Template {
         self.key_header_value(&self.key_for(parcel)).map(|_| ())
     }
 
-    /// The label's identity in a 2xx body: the string at the pointer, or the value's JSON
-    /// text; `None` when the body is not JSON or has nothing there.
+    /// The label's identity in a 2xx body: a non-empty string at the pointer, or a number's
+    /// JSON text; `None` otherwise. An empty string, a boolean, an object or an array names no
+    /// label: taken as one, every answer of a server that sends `{"tracking_no": ""}` shared
+    /// one "label" and a run that checked nothing passed.
     pub fn identity_of(&self, body: &[u8]) -> Option<String> {
         let value: serde_json::Value = serde_json::from_slice(body).ok()?;
         match value.pointer(&self.identity)? {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Null => None,
-            other => Some(other.to_string()),
+            serde_json::Value::String(s) if !s.is_empty() => Some(s.clone()),
+            serde_json::Value::Number(n) => Some(n.to_string()),
+            _ => None,
         }
     }
 }

@@ -121,8 +121,9 @@ fn why(seen: &Seen<'_>) -> String {
         .sum();
     if ok_answers > 0 && seen.identity_missing > 0 {
         return format!(
-            "no answer named a label: {} 2xx answers had no identity at `{}`; pass --identity \
-             POINTER (or a --template identity) pointing at the label's identity",
+            "no answer named a label: {} 2xx answers had no identity at `{}` (a non-empty \
+             string or a number); pass --identity POINTER (or a --template identity) pointing \
+             at the label's identity",
             thousands(seen.identity_missing as f64),
             seen.identity
         );

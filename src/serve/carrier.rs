@@ -24,7 +24,7 @@ use crate::carrier::{
 use crate::clock::{Clock as _, Millis};
 use axum::Json;
 use axum::extract::State;
-use axum::http::{HeaderMap, HeaderValue, StatusCode};
+use axum::http::{HeaderValue, StatusCode};
 use axum::response::IntoResponse;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
@@ -142,26 +142,74 @@ async fn serve_with_header_deadline(
     let _ = tokio::time::timeout(HEADER_TIMEOUT, graceful.shutdown()).await;
 }
 
+/// The most of a purchase's body that is read: a purchase is about a hundred bytes.
+const MAX_PURCHASE_BODY: usize = 64 * 1024;
+
+/// A refusal as the carrier words them: `{"reason"}`.
+fn refusal(status: StatusCode, reason: impl Into<String>) -> axum::response::Response {
+    let reason = reason.into();
+    (status, Json(RefusalBody { reason })).into_response()
+}
+
+/// The purchase in a request's body. The body must arrive within the head's deadline, and a
+/// declared length above the ceiling is refused before a byte is read: hyper bounds the head
+/// only, so a stalled body, or one announced at a terabyte, held its connection for good.
+async fn purchase_body(
+    request: axum::extract::Request,
+) -> Result<PurchaseBody, axum::response::Response> {
+    use axum::extract::FromRequest as _;
+    let (parts, body) = request.into_parts();
+    let declared = parts
+        .headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok()?.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_PURCHASE_BODY as u64) {
+        return Err(refusal(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            format!("a purchase is at most {MAX_PURCHASE_BODY} bytes"),
+        ));
+    }
+    let read = tokio::time::timeout(
+        HEADER_TIMEOUT,
+        axum::body::to_bytes(body, MAX_PURCHASE_BODY),
+    );
+    let bytes = match read.await {
+        Err(_) => {
+            return Err(refusal(
+                StatusCode::REQUEST_TIMEOUT,
+                format!(
+                    "the body did not arrive within {}",
+                    crate::duration::format_secs(HEADER_TIMEOUT.as_secs_f64())
+                ),
+            ));
+        }
+        Ok(Err(e)) => {
+            return Err(refusal(
+                StatusCode::BAD_REQUEST,
+                format!("the body could not be read: {e}"),
+            ));
+        }
+        Ok(Ok(bytes)) => bytes,
+    };
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    match Json::<PurchaseBody>::from_request(request, &()).await {
+        Ok(Json(body)) => Ok(body),
+        Err(e) => Err(refusal(StatusCode::BAD_REQUEST, e.body_text())),
+    }
+}
+
 /// One purchase: booked at once (a reply lost later still cost money), answered after the
 /// carrier's latency.
 async fn buy(
     State(app): State<Arc<CarrierApp>>,
-    headers: HeaderMap,
-    body: Result<Json<PurchaseBody>, axum::extract::rejection::JsonRejection>,
+    request: axum::extract::Request,
 ) -> axum::response::Response {
-    let Ok(Json(body)) = body else {
-        let reason = body.err().map(|e| e.body_text()).unwrap_or_default();
-        return (StatusCode::BAD_REQUEST, Json(RefusalBody { reason })).into_response();
+    let headers = request.headers().clone();
+    let body = match purchase_body(request).await {
+        Ok(body) => body,
+        Err(refused) => return refused,
     };
-    let refuse = |reason: &str| {
-        (
-            StatusCode::BAD_REQUEST,
-            Json(RefusalBody {
-                reason: reason.to_string(),
-            }),
-        )
-            .into_response()
-    };
+    let refuse = |reason: &str| refusal(StatusCode::BAD_REQUEST, reason);
     let mut keys = headers.get_all("idempotency-key").iter();
     let key = match (keys.next().map(HeaderValue::to_str), keys.next()) {
         (_, Some(_)) => return refuse("more than one Idempotency-Key header"),

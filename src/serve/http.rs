@@ -136,7 +136,14 @@ async fn method_not_allowed() -> impl IntoResponse {
     r
 }
 
-async fn describe(Path(code): Path<String>) -> axum::response::Response {
+/// A code that is not UTF-8 once percent-decoded (`/problems/%FF`) is no problem's either: it
+/// gets the same 404 problem as an unknown one, not axum's plain-text rejection.
+async fn describe(
+    code: Result<Path<String>, axum::extract::rejection::PathRejection>,
+) -> axum::response::Response {
+    let Ok(Path(code)) = code else {
+        return Problem::new("not_found", "no problem has this name").into_response();
+    };
     match problem::describe(&code) {
         Some(text) => ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], text).into_response(),
         None => Problem::new("not_found", format!("no problem is called {code:?}")).into_response(),

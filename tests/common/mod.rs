@@ -401,6 +401,14 @@ pub fn wait_within(
     mut child: std::process::Child,
     limit: std::time::Duration,
 ) -> (Option<i32>, String) {
+    wait_child(&mut child, limit)
+}
+
+/// [`wait_within`] for a child the caller keeps (in a [`Killed`], say).
+pub fn wait_child(
+    child: &mut std::process::Child,
+    limit: std::time::Duration,
+) -> (Option<i32>, String) {
     let started = std::time::Instant::now();
     loop {
         if let Some(status) = child.try_wait().expect("poll the child") {
@@ -503,4 +511,117 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
         .unwrap();
     let base = listening_url(&mut child).unwrap_or_else(|| panic!("no listening line: {args:?}"));
     (Killed(child), base)
+}
+
+/// The bearer token [`Server::start`] writes into its callers file, for the caller `fulfilment`
+/// (`tok-returns` names the caller `returns`).
+pub const TOKEN: &str = "tok-fulfilment";
+
+/// A running `idemcalc serve`: killed (SIGTERM, then SIGKILL) if the test ends without
+/// stopping it. Its callers file and stderr live in `dir`.
+pub struct Server {
+    pub child: Option<std::process::Child>,
+    pub base: String,
+    pub addr: String,
+    pub stderr: std::path::PathBuf,
+    pub dir: tempfile::TempDir,
+}
+
+impl Server {
+    /// `idemcalc serve --listen 127.0.0.1:0 --store STORE --callers FILE ARGS…`, once it listens.
+    pub fn start(store: &str, args: &[&str]) -> Server {
+        let dir = tempfile::tempdir().unwrap();
+        let callers = dir.path().join("callers");
+        std::fs::write(
+            &callers,
+            format!("# test callers\n{TOKEN} fulfilment\n\ntok-returns returns\n"),
+        )
+        .unwrap();
+        let stderr = dir.path().join("stderr");
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--store", store])
+            .arg("--callers")
+            .arg(&callers)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let base = listening_url(&mut child).unwrap_or_else(|| {
+            let _ = child.kill();
+            panic!(
+                "no listening line; stderr: {}",
+                std::fs::read_to_string(&stderr).unwrap_or_default()
+            )
+        });
+        let addr = base.trim_start_matches("http://").to_string();
+        Server {
+            child: Some(child),
+            base,
+            addr,
+            stderr,
+            dir,
+        }
+    }
+
+    /// [`Server::start`] on the SQLite file at `path`.
+    pub fn on_sqlite(path: &std::path::Path, args: &[&str]) -> Server {
+        Server::start(&format!("sqlite:{}", path.display()), args)
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    /// The callers file the server was started with (`TOKEN CALLER` lines, as `load` reads).
+    pub fn callers(&self) -> std::path::PathBuf {
+        self.dir.path().join("callers")
+    }
+
+    /// [`Server::stop`], which must end in a clean exit (0): what the server said on stderr.
+    pub fn stop_ok(self) -> String {
+        let (code, err) = self.stop();
+        assert_eq!(code, Some(0), "{err}");
+        err
+    }
+
+    /// SIGTERM, then the exit code and everything the server said on stderr.
+    pub fn stop(self) -> (Option<i32>, String) {
+        self.stop_with(libc::SIGTERM)
+    }
+
+    /// Signal `sig` (SIGTERM, SIGINT), then the exit code and everything said on stderr.
+    pub fn stop_with(mut self, sig: i32) -> (Option<i32>, String) {
+        let child = self.child.take().unwrap();
+        signal(&child, sig);
+        let (code, _) = wait_within(child, std::time::Duration::from_secs(60));
+        (
+            code,
+            std::fs::read_to_string(&self.stderr).unwrap_or_default(),
+        )
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            signal(&child, libc::SIGTERM);
+            for _ in 0..200 {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+/// Sends `sig` to a child of this test.
+pub fn signal(child: &std::process::Child, sig: i32) {
+    // SAFETY: a plain kill(2) of our own child.
+    unsafe {
+        libc::kill(child.id() as i32, sig);
+    }
 }
