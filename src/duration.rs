@@ -79,26 +79,41 @@ pub fn ms(d: Duration) -> i64 {
 
 /// Formats seconds the way [`parse`] reads them: the largest unit that divides evenly, but
 /// hours below two days, because people say "a 24 h purge", not "a 1 d purge"
-/// (`86_400.0` → `24h`, `129_600.0` → `36h`, `259_200.0` → `3d`, `0.25` → `250ms`).
+/// (`86_400.0` → `24h`, `129_600.0` → `36h`, `259_200.0` → `3d`, `0.25` → `250ms`). Exact:
+/// what a scenario file and a JSON identifier need, so a value no unit divides keeps all its
+/// digits (`118022.4s`); text for people goes through [`format_readable`].
 pub fn format_secs(secs: f64) -> String {
+    format_exact(secs).unwrap_or_else(|| format!("{secs}s"))
+}
+
+/// A duration for people: [`format_secs`]'s round form when a unit divides it (`24h`, `3d`,
+/// `90m`), else the four figures of [`format_approx`] (`1.366d`, never `118022.4s`). A
+/// fitted horizon or a retention the user typed oddly reaches the decision card through here,
+/// and a six-digit count of seconds is a number nobody reads as a day and a third.
+pub fn format_readable(secs: f64) -> String {
+    format_exact(secs).unwrap_or_else(|| format_approx(secs))
+}
+
+/// `secs` in the largest unit that divides it evenly (hours below two days), if one does.
+fn format_exact(secs: f64) -> Option<String> {
     let hours = secs / 3_600.0;
     if (1.0..48.0).contains(&hours) && (hours - hours.round()).abs() < 1e-9 {
-        return format!("{}h", hours.round() as u64);
+        return Some(format!("{}h", hours.round() as u64));
     }
     const UNITS: [(&str, f64); 4] = [("d", DAY_S), ("h", 3600.0), ("m", 60.0), ("s", 1.0)];
     for (name, size) in UNITS {
         let n = secs / size;
         if n >= 1.0 && (n - n.round()).abs() < 1e-9 {
-            return format!("{}{name}", n.round() as u64);
+            return Some(format!("{}{name}", n.round() as u64));
         }
     }
     if secs < 1.0 && secs > 0.0 {
         let ms = secs * 1000.0;
         if (ms - ms.round()).abs() < 1e-9 {
-            return format!("{}ms", ms.round() as u64);
+            return Some(format!("{}ms", ms.round() as u64));
         }
     }
-    format!("{secs}s")
+    None
 }
 
 /// The units of a measured duration, largest first, with their length in seconds.
@@ -123,6 +138,29 @@ pub fn format_approx(secs: f64) -> String {
     }
     let (name, size) = approx_unit(secs);
     format!("{}{name}", four_figures(secs / size))
+}
+
+/// The smallest duration at or above `secs` that [`format_approx`] writes exactly (four
+/// figures in its unit): `121_999.0` (1.41203d) → `1.413d`'s seconds. A bound written for
+/// people, such as a fitted distribution's horizon, must not round below the value it bounds:
+/// a horizon printed a few seconds short of the latest retry a log holds would claim that
+/// retry is beyond it. A value already on the grid (up to float noise) stays.
+pub fn round_up_approx(secs: f64) -> f64 {
+    if !(secs.is_finite() && secs > 0.0) {
+        return 0.0;
+    }
+    let (_, size) = approx_unit(secs);
+    let value = secs / size;
+    let magnitude = value.log10().floor() as i32;
+    let scale = 10f64.powi(3 - magnitude);
+    let scaled = value * scale;
+    let up = if (scaled - scaled.round()).abs() <= 1e-9 * scaled {
+        scaled.round()
+    } else {
+        scaled.ceil()
+    };
+    // Division by a power of ten written as a decimal gives the double `parse` reads back.
+    up / scale * size
 }
 
 /// A part and its whole in one unit (`20.11h of 108h`, not `72406s of 108h`), so the two
@@ -279,5 +317,36 @@ mod tests {
             let back = parse(&format_approx(secs)).unwrap().as_secs_f64();
             assert!((back / secs - 1.0).abs() < 1e-3, "{secs}");
         }
+    }
+
+    /// Issue 51, item 6: the decision card said "Keep keys for 118022.4s" for a fitted
+    /// horizon of 1.366d.
+    #[test]
+    fn durations_for_people_are_round_or_four_figures() {
+        assert_eq!(format_readable(118_022.4), "1.366d");
+        assert_eq!(
+            format_secs(118_022.4),
+            "118022.4s",
+            "exact where exact is needed"
+        );
+        for (secs, text) in [(86_400.0, "24h"), (259_200.0, "3d"), (0.25, "250ms")] {
+            assert_eq!(format_readable(secs), text);
+        }
+        assert_eq!(format_readable(31.8), "31.8s");
+        assert_eq!(format_readable(0.0), "0s");
+    }
+
+    #[test]
+    fn a_bound_rounds_up_to_what_it_writes() {
+        // 1.41203d would be written 1.412d, short of the value: up to 1.413d.
+        let up = round_up_approx(121_999.0);
+        assert_eq!(format_approx(up), "1.413d");
+        assert!(up >= 121_999.0);
+        // Already on the grid: unchanged, and read back exactly.
+        let on = round_up_approx(121_996.8);
+        assert_eq!(format_approx(on), "1.412d");
+        assert!((parse("1.412d").unwrap().as_secs_f64() / on - 1.0).abs() < 1e-12);
+        assert_eq!(format_approx(round_up_approx(59.9999)), "1m");
+        assert_eq!(round_up_approx(0.0), 0.0);
     }
 }

@@ -121,10 +121,12 @@ pub fn rate_per_s(rate_per_s: f64) -> String {
     }
 }
 
-/// `86_400.0` → `"24h"`, `259_200.0` → `"3d"`: durations go through the one formatter,
-/// [`crate::duration::format_secs`], which [`crate::duration::parse`] reads back.
+/// `86_400.0` → `"24h"`, `259_200.0` → `"3d"`, `118_022.4` → `"1.366d"`: durations go
+/// through the one formatter, [`crate::duration::format_readable`], which
+/// [`crate::duration::parse`] reads back; a value no unit divides is written to four figures,
+/// never as a six-digit count of seconds.
 pub fn human_duration(secs: f64) -> String {
-    crate::duration::format_secs(secs)
+    crate::duration::format_readable(secs)
 }
 
 /// A measured duration in the largest unit that keeps it above 1, to four significant
@@ -333,6 +335,8 @@ mod tests {
         assert_eq!(human_duration(172_800.0), "2d");
         assert_eq!(human_duration(600.0), "10m");
         assert_eq!(human_duration(0.25), "250ms");
+        // Issue 51, item 6: a fitted horizon on the decision card read "118022.4s".
+        assert_eq!(human_duration(118_022.4), "1.366d");
         assert_eq!(per_day(34_398.4), "34,398/day");
         assert_eq!(per_day(20.34), "20.3/day");
         assert_eq!(interval(1.0, 2.0, usd), "$1.00 – $2.00");

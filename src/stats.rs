@@ -26,6 +26,19 @@ pub const Z95: f64 = 1.959_963_985;
 /// The 99th percentile of the standard normal, Φ⁻¹(0.99): a p99 is `median · exp(Z_P99 · σ)`.
 pub const Z_P99: f64 = 2.326_347_874;
 
+/// The one-sided 95 % upper bound of a share when none of `n` was seen: the exact
+/// (Clopper–Pearson) `1 − 0.05^(1/n)`, about 3/n (the rule of three). With nothing counted a
+/// normal interval collapses to a certain-looking `0 – 0`; this is the bound the count still
+/// leaves, the share's counterpart of a zero count's `none seen, ≤ …`. `n` may be an effective
+/// count of weighted rows, `(Σw)² / Σw²`; below one row it bounds nothing (1).
+pub fn none_seen_share_bound(n: f64) -> f64 {
+    if n.is_finite() && n >= 1.0 {
+        1.0 - 0.05f64.powf(1.0 / n)
+    } else {
+        1.0
+    }
+}
+
 /// σ of the log-normal with this median and 99th percentile (of any unit).
 pub fn log_normal_sigma(median: f64, p99: f64) -> f64 {
     (p99 / median).ln() / Z_P99

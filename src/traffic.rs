@@ -394,7 +394,8 @@ impl RetryDelay {
     /// table it is (the seed's illustrative one, or one given by `--retry-cdf` or fitted from
     /// logs), its head and its tail as they are, for every caption that describes it.
     pub fn shape_text(&self) -> String {
-        let fmt = crate::duration::format_secs;
+        // For people: a fitted point or horizon (121996.8 s) reads as 1.412d.
+        let fmt = crate::duration::format_readable;
         let source = if self.points[..] == SEED_POINTS[..] {
             "The seed's illustrative table"
         } else {

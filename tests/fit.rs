@@ -229,9 +229,10 @@ fn unreadable_logs_name_the_file_and_column() {
         "key",
     ]));
     assert!(text.contains("Read 2 rows"), "{text}");
-    // No status column: every call answered, and said.
+    // No status column: every call answered, and said; no timeout seen is a one-sided bound,
+    // not `0% (95% 0% – 0%)`.
     assert!(text.contains("no `status` column"), "{text}");
-    assert!(text.contains("Timeout fraction    0%"), "{text}");
+    assert!(text.contains("Timeout fraction    none seen, ≤ "), "{text}");
 
     let weird = path(dir.path(), "log.xlsx");
     std::fs::write(&weird, "x").unwrap();
@@ -524,4 +525,123 @@ fn a_time_unit_that_looks_wrong_is_named() {
     );
     let right = fit::fit(&[epoch], &FitOptions::default()).unwrap();
     assert!(right.warnings.is_empty(), "{:?}", right.warnings);
+}
+
+/// A log whose latest request comes after every counted first retry: 3,000 keys 43 s apart,
+/// one in ten timed out and retried after 1 s to 20 h; the sixth key's first retry comes
+/// 1.366d after it (the latest counted one), and the last key's first retry at 1.2d hears
+/// nothing too, so it asks again 1.412d after its first request, where the log ends.
+fn log_with_a_late_second_retry() -> String {
+    const START: u64 = 1_764_633_600;
+    let mut rows = String::from("time,caller,idempotency_key,status,response_bytes,replayed\n");
+    let end = START as f64 + 2_999.0 * 43.0 + 121_996.8;
+    for i in 0..3_000u64 {
+        let t0 = (START + i * 43) as f64;
+        let key = format!("label:{}:1:v1", 700_000 + i);
+        if i != 5 && i != 2_999 && i % 10 != 3 {
+            rows.push_str(&format!("{t0:.3},fulfilment,{key},201,300,false\n"));
+            continue;
+        }
+        rows.push_str(&format!("{t0:.3},fulfilment,{key},,,\n"));
+        let retry = match i {
+            5 => 118_022.4,
+            2_999 => {
+                rows.push_str(&format!("{:.3},fulfilment,{key},,,\n", t0 + 103_680.0));
+                121_996.8
+            }
+            // Spread log-uniformly over 1 s to 20 h by the golden ratio's multiples.
+            _ => (((i as f64) * 0.618_034).fract() * (72_000f64).ln()).exp(),
+        };
+        if t0 + retry <= end {
+            rows.push_str(&format!(
+                "{:.3},fulfilment,{key},200,300,true\n",
+                t0 + retry
+            ));
+        }
+    }
+    rows
+}
+
+/// Words like `118022.4s`: a duration written as a count of seconds past a minute, which the
+/// one formatter never writes for people.
+fn raw_seconds(text: &str) -> Vec<String> {
+    text.split(|c: char| c.is_whitespace() || ",;()[]\"'=".contains(c))
+        .filter(|w| {
+            w.strip_suffix('s')
+                .filter(|n| !n.ends_with('m'))
+                .and_then(|n| n.parse::<f64>().ok())
+                .is_some_and(|v| v >= 60.0)
+        })
+        .map(str::to_string)
+        .collect()
+}
+
+/// Issue 51, item 6: a fitted log's card said "Keep keys for 118022.4s" (1.366d, the latest
+/// counted first retry) beside a latest retry of 1.412d; the file held `horizon = "1.366d"`
+/// beside `latest_retry = "1.412d"`, and fit's text called a third delay "the horizon this log
+/// supports" and printed "later than 1.634d 0% (95% 0% – 0%)". One horizon now, at least the
+/// latest retry the log holds, stated once, every duration through the one formatter, and a
+/// share of none a one-sided bound.
+#[test]
+fn one_horizon_covers_the_latest_retry_the_log_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = path(dir.path(), "late.csv");
+    let out = path(dir.path(), "late.toml");
+    std::fs::write(&log, log_with_a_late_second_retry()).unwrap();
+    let text = ok(idemcalc(&[
+        "fit",
+        log.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]));
+    let f = fit::fit(std::slice::from_ref(&log), &FitOptions::default()).unwrap();
+    let latest_s = f.latest_retry_s.unwrap();
+    assert!((latest_s - 121_996.8).abs() < 1e-3, "{latest_s}");
+
+    // The scenario file: one horizon, at least the latest retry, which stands beside it.
+    let file = std::fs::read_to_string(&out).unwrap();
+    let s = Scenario::load(&out).unwrap();
+    let spec = s.settings.retry.fitted.clone().unwrap();
+    let secs = |t: &str| idemcalc::duration::parse(t).unwrap().as_secs_f64();
+    assert_eq!(spec.horizon, "1.412d", "{file}");
+    assert_eq!(spec.latest_retry.as_deref(), Some("1.412d"), "{file}");
+    assert!(secs(&spec.horizon) >= latest_s * (1.0 - 1e-9), "{file}");
+    assert_eq!(file.matches("horizon").count(), 1, "{file}");
+    let plan = idemcalc::run::Plan::new(&s.settings).unwrap();
+    assert_eq!(plan.retry.max_horizon_s(), secs(&spec.horizon));
+
+    // fit's text: the horizon once, no 0–0 interval, no duration in raw seconds.
+    let horizon_lines: Vec<&str> = text
+        .lines()
+        .filter(|l| l.to_lowercase().contains("horizon"))
+        .collect();
+    assert_eq!(horizon_lines.len(), 1, "{text}");
+    assert!(horizon_lines[0].contains("Horizon: 1.412d"), "{text}");
+    assert_eq!(text.to_lowercase().matches("horizon").count(), 1, "{text}");
+    assert!(!text.contains("0% – 0%"), "{text}");
+    let later = text.lines().find(|l| l.contains("later than")).unwrap();
+    assert!(later.contains("none seen, ≤ "), "{later}");
+    for t in [&text, &file] {
+        assert!(raw_seconds(t).is_empty(), "{:?} in {t}", raw_seconds(t));
+    }
+
+    // The decision on the fitted scenario keeps keys at least as long as the latest retry,
+    // or says why not.
+    let evidence = spec.evidence();
+    let job = &plan.jobs[0];
+    let inputs = idemcalc::decision::DecisionInputs {
+        targets: s.settings.budgets.targets(),
+        evidence,
+        ..Default::default()
+    };
+    let rec = idemcalc::decision::decide(&job.params, &plan.retry, &inputs).unwrap();
+    let chosen = rec.recommended.as_ref().unwrap_or(&rec.cheapest);
+    let card = idemcalc::format::human_duration(chosen.retention_s);
+    assert!(raw_seconds(&card).is_empty(), "{card}");
+    assert!(
+        chosen.retention_s >= latest_s * (1.0 - 1e-9)
+            || rec.notes.iter().any(|n| n.contains("1.412d")),
+        "{card}: {:?}",
+        rec.notes
+    );
 }

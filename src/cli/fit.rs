@@ -209,9 +209,9 @@ pub fn run(args: &FitArgs) -> anyhow::Result<i32> {
             super::print(&f.summary())?;
             if let Some(out) = &args.out {
                 super::print(&format!(
-                    "\nWrote {} ({:.1} s).\n",
+                    "\nWrote {} ({}).\n",
                     out.display(),
-                    elapsed.as_secs_f64()
+                    crate::format::approx_duration(elapsed.as_secs_f64())
                 ))?;
             }
         }

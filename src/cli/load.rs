@@ -417,6 +417,7 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
             &settings,
             command,
             report.duplicates_to_compare(),
+            report.run_days(),
         )?);
     }
     let text = match args.format {

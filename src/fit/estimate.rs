@@ -8,7 +8,7 @@ use super::FitError;
 use super::aggregates::{Aggregates, SizeCount, Spans};
 use crate::duration::DAY_S;
 use crate::payload::SizeDist;
-use crate::stats::{Interval, Z95};
+use crate::stats::{Interval, Z95, none_seen_share_bound};
 
 /// At most this many points in a fitted size histogram: enough for a long tail, small enough
 /// for a scenario file a person reads.
@@ -17,6 +17,11 @@ const MAX_HISTOGRAM_POINTS: usize = 40;
 /// A weighted share `Σ w·x / Σ w`, with a delta-method interval that treats each row's weight
 /// as a Poisson count: exact for unweighted rows (it is then the binomial normal interval) and
 /// right for the simulator's stratified samples, whose strata carry different weights.
+///
+/// A share of none (or of all) has no spread to take a normal interval from, and used to read
+/// `0% (95% 0% – 0%)`: as if a few hundred calls proved that no retry ever comes later. Its
+/// open end is then the exact one-sided bound ([`none_seen_share_bound`]) at the effective
+/// count of rows, `(Σw)² / Σw²`.
 pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Interval> {
     let (a, var_a) = yes;
     let (b, var_b) = no;
@@ -27,10 +32,18 @@ pub(super) fn share(yes: (f64, f64), no: (f64, f64)) -> Option<Interval> {
     let p = a / n;
     let var = (b * b * var_a + a * a * var_b) / n.powi(4);
     let half = Z95 * var.sqrt();
+    let (mut low, mut high) = ((p - half).max(0.0), (p + half).min(1.0));
+    let rows = n * n / (var_a + var_b);
+    if a == 0.0 {
+        high = none_seen_share_bound(rows);
+    }
+    if b == 0.0 {
+        low = 1.0 - none_seen_share_bound(rows);
+    }
     Some(Interval {
         estimate: p,
-        ci95_low: (p - half).max(0.0),
-        ci95_high: (p + half).min(1.0),
+        ci95_low: low,
+        ci95_high: high,
     })
 }
 
@@ -212,6 +225,21 @@ mod tests {
         assert!((e.estimate - 0.1).abs() < 1e-12);
         let half = Z95 * (0.1f64 * 0.9 / 1000.0).sqrt();
         assert!((e.ci95_high - 0.1 - half).abs() < 1e-12);
+    }
+
+    /// Issue 51, item 6: "later than 1.634d 0% (95% 0% – 0%)".
+    #[test]
+    fn a_share_of_none_keeps_a_one_sided_bound() {
+        let none = share((0.0, 0.0), (300.0, 300.0)).unwrap();
+        assert_eq!((none.estimate, none.ci95_low), (0.0, 0.0));
+        // Clopper–Pearson's one-sided 95 %: 1 − 0.05^(1/300), about 3/300.
+        assert!((none.ci95_high - 0.009_936).abs() < 1e-5, "{none:?}");
+        let all = share((300.0, 300.0), (0.0, 0.0)).unwrap();
+        assert_eq!((all.estimate, all.ci95_high), (1.0, 1.0));
+        assert!((all.ci95_low - (1.0 - none.ci95_high)).abs() < 1e-12);
+        // Weighted rows count as their effective number: 100 rows of weight 3 are 100, not 300.
+        let weighted = share((0.0, 0.0), (300.0, 900.0)).unwrap();
+        assert!((weighted.ci95_high - (1.0 - 0.05f64.powf(0.01))).abs() < 1e-12);
     }
 
     #[test]

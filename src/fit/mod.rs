@@ -16,9 +16,8 @@
 //!
 //! The module is split by what each part does: `read.rs` turns CSV, Parquet and NDJSON logs
 //! into compact requests; `estimate.rs` derives the rate, the daily profile, the timeout and
-//! done fractions, the sizes and the callers; `retries.rs` the late-retry CDF and the horizon
-//! the log supports; `scenario_file.rs` writes the fitted scenario and `summary.rs` the
-//! terminal text; `log.rs` writes request logs for `simulate --request-log`. This file holds
+//! done fractions, the sizes and the callers; `retries.rs` the late-retry CDF and its one
+//! horizon; `scenario_file.rs` writes the fitted scenario and `summary.rs` the terminal text; `log.rs` writes request logs for `simulate --request-log`. This file holds
 //! the public API and [`fit`], the recipe that runs them in order.
 
 use std::path::{Path, PathBuf};
@@ -98,18 +97,23 @@ pub struct Fit {
     /// Later requests for an already-seen key, every one (re-sends on 409 included).
     pub retries: u64,
     pub retried_keys: u64,
-    /// The delay up to which every key counted was watched for retries, seconds.
-    pub supported_horizon_s: f64,
+    /// The delay up to which every key counted was watched for retries, seconds: where the
+    /// log's view of the late-retry CDF ends (not a horizon: the distribution's one horizon is
+    /// [`Fit::horizon_s`]).
+    pub watched_s: f64,
+    /// The latest request for a key after its first, any request: evidence the horizon covers.
     pub latest_retry_s: Option<f64>,
     pub retry_cdf: Vec<CdfPoint>,
-    /// Share of counted timed-out calls first retried later than the supported horizon
-    /// (unseen shape).
-    pub beyond_horizon: Option<Interval>,
+    /// Share of counted timed-out calls first retried later than [`Fit::watched_s`] (a shape
+    /// the log cannot show); a one-sided bound when none was.
+    pub later_than_watched: Option<Interval>,
     pub retries_beyond: Vec<Beyond>,
     /// The fitted distribution as the model and the simulator take it, when there are retries.
     pub retry_points: Option<Vec<(f64, f64)>>,
     pub retry_min_delay_s: f64,
-    pub retry_max_horizon_s: f64,
+    /// The fitted distribution's horizon, the one the scenario writes and the decision weighs
+    /// retentions up to: never short of [`Fit::latest_retry_s`].
+    pub horizon_s: f64,
     pub key_bytes: Option<SizeFit>,
     pub response_bytes: Option<SizeFit>,
     pub callers: u64,
@@ -221,14 +225,14 @@ impl Fit {
             done_fraction: estimate::share(a.done.pair(), a.not_done.pair()),
             retries: late.retries,
             retried_keys: late.retried_keys,
-            supported_horizon_s: late.supported_horizon_s,
+            watched_s: late.watched_s,
             latest_retry_s: late.latest_retry_s,
             retry_cdf: late.cdf,
-            beyond_horizon: late.beyond_horizon,
+            later_than_watched: late.later_than_watched,
             retries_beyond: late.beyond,
             retry_points: late.points,
             retry_min_delay_s: late.min_delay_s,
-            retry_max_horizon_s: late.max_horizon_s,
+            horizon_s: late.horizon_s,
             key_bytes: estimate::sizes(&a.key_bytes),
             response_bytes: estimate::sizes(&a.response_bytes),
             callers: a.callers,

@@ -29,11 +29,18 @@ impl Fit {
         Some(RetrySpec {
             points: out.into_iter().map(|(t, f, _)| (t, f)).collect(),
             min_delay: approx_duration(self.retry_min_delay_s),
-            horizon: approx_duration(self.retry_max_horizon_s),
+            horizon: approx_duration(self.horizon_s),
             retries: Some(self.retries),
-            latest_retry: self.latest_retry_s.map(approx_duration),
+            latest_retry: self.latest_retry_text(),
             log_span: Some(approx_duration(self.log_span_s)),
         })
+    }
+
+    /// The latest retry as fit writes it, rounded up as the horizon is, so that a horizon
+    /// set by it reads the same (`1.412d` beside `1.412d`, not `1.413d` beside `1.412d`).
+    pub fn latest_retry_text(&self) -> Option<String> {
+        self.latest_retry_s
+            .map(|s| approx_duration(crate::duration::round_up_approx(s)))
     }
 
     /// A scenario file `report` runs as is: the fitted traffic at the seed's engine and carrier.

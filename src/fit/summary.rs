@@ -3,7 +3,9 @@
 
 use super::Fit;
 use super::estimate::SizeFit;
-use crate::format::{approx_duration, human_bytes, human_count, percent, significant};
+use crate::format::{
+    approx_duration, estimate_interval, human_bytes, human_count, percent, significant,
+};
 use crate::stats::Interval;
 
 impl Fit {
@@ -99,24 +101,25 @@ impl Fit {
         out
     }
 
-    /// The late-retry CDF and the retries later than each retention, or why there are none.
+    /// The late-retry CDF, the one horizon and the retries later than each retention, or why
+    /// there are none.
     fn summary_retries(&self) -> String {
         if self.retries == 0 {
             return "\nNo key repeats in this log: there are no retries to fit a late-retry distribution to,\nso the scenario keeps the seed's illustrative one.\n".to_string();
         }
+        let latest = self.latest_retry_text().unwrap_or_else(|| "0s".into());
         let mut out = format!(
-            "\nLate retries: {} later requests on {} keys; the latest {} after its first request.\n",
+            "\nLate retries: {} later requests on {} keys; the latest {latest} after its first request.\n",
             human_count(self.retries as f64),
             human_count(self.retried_keys as f64),
-            approx_duration(self.latest_retry_s.unwrap_or(0.0))
         );
         if self.retry_points.is_none() {
             out.push_str("No call that timed out was retried (the distribution counts only those), so the scenario\nkeeps the seed's illustrative distribution.\n");
             return out;
         }
+        let watched = approx_duration(self.watched_s);
         out.push_str(&format!(
-            "Counted per timed-out call, its first retry (not the re-sends after that retry's answer,\nsuch as those on 409), over calls watched for at least {} (the horizon this log supports).\n\n",
-            approx_duration(self.supported_horizon_s)
+            "Counted per timed-out call, its first retry (not the re-sends after that retry's answer,\nsuch as those on 409), over calls watched for at least {watched}.\n\n"
         ));
         out.push_str("  Time since the first request   Timed-out calls retried by then\n");
         for p in &self.retry_cdf {
@@ -126,13 +129,14 @@ impl Fit {
                 with_interval(&p.arrived, &percent)
             ));
         }
-        if let Some(b) = &self.beyond_horizon {
+        if let Some(b) = &self.later_than_watched {
             out.push_str(&format!(
                 "  {:<30} {}\n",
-                format!("later than {}", approx_duration(self.supported_horizon_s)),
+                format!("later than {watched}"),
                 with_interval(b, &percent)
             ));
         }
+        out.push_str(&self.summary_horizon(&latest));
         if !self.retries_beyond.is_empty() {
             out.push_str("\n  Retention   Calls retried later than it   Per day\n");
             for b in &self.retries_beyond {
@@ -146,16 +150,39 @@ impl Fit {
         }
         out
     }
+
+    /// The distribution's one horizon, and what it rests on: the latest retry the log holds,
+    /// or an assumption past the delay the log watched every call for.
+    fn summary_horizon(&self, latest: &str) -> String {
+        let horizon = approx_duration(self.horizon_s);
+        let share_later = self.later_than_watched.map_or(0.0, |b| b.estimate);
+        if share_later == 0.0 {
+            let why = if horizon == latest {
+                "the latest retry the log holds".to_string()
+            } else {
+                format!("after the latest retry the log holds ({latest})")
+            };
+            format!(
+                "\nHorizon: {horizon}, {why}; the scenario's distribution reaches 100% there.\n"
+            )
+        } else {
+            format!(
+                "\nHorizon: {horizon}, assumed: {} of the counted calls were first retried later than the\nlog watched them, so the scenario's distribution runs on to it linearly in log-time.\n",
+                percent(share_later)
+            )
+        }
+    }
 }
 
-/// `value (95% low – high)`, each written by `f`.
+/// `value (95% low – high)`, each written by `f`; a share of none is the one-sided bound
+/// alone (`none seen, ≤ 1%`), never `0% (95% 0% – 0%)`.
 fn with_interval(e: &Interval, f: &dyn Fn(f64) -> String) -> String {
-    format!(
-        "{} (95% {} – {})",
-        f(e.estimate),
-        f(e.ci95_low),
-        f(e.ci95_high)
-    )
+    let range = estimate_interval(e.estimate, e.ci95_low, e.ci95_high, f);
+    if e.estimate == 0.0 {
+        range
+    } else {
+        format!("{} (95% {range})", f(e.estimate))
+    }
 }
 
 /// A rate per second, four significant digits.

@@ -4,14 +4,23 @@
 //! figures.
 
 use super::invoice::InvoiceCount;
+use super::predict::{Agreement, Prediction};
 pub use super::verdict::Verdict;
 use super::verdict::{Checked, INVOICE_UNREAD_BUDGET, RunVerdict, Seen};
-use crate::format::{Align, percent, rate_per_s, text_table, thousands};
+use crate::format::{
+    Align, approx_duration, count_per_day, estimate_interval, human_count, percent, rate_per_s,
+    text_table, thousands,
+};
 use crate::report::live;
 use crate::sim::replay::{Figure, Tally};
 use hdrhistogram::Histogram;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// The share of the late-retry distribution a run must cover (its late retries sent before it
+/// ended) for "too short to test" not to point at `--time-scale` as well: below it, retries
+/// the prediction counts fell after the run, and a scaled clock brings them inside.
+const COVERED_ENOUGH: f64 = 0.95;
 
 /// Latency of one outcome, in milliseconds from each attempt's intended start.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize)]
@@ -421,7 +430,7 @@ impl LoadReport {
                 format!(
                     "{}: {}",
                     with_interval(&p.duplicates_per_day),
-                    live::agreement(p.agrees)
+                    self.agreement_text(p)
                 ),
             ));
         }
@@ -436,10 +445,10 @@ impl LoadReport {
                 format!(
                     "{} (refused {}, attempts spent {}, retry after the end {}, pool full {})",
                     thousands(self.stuck.total as f64),
-                    self.stuck.refused,
-                    self.stuck.attempts_spent,
-                    self.stuck.retry_after_end,
-                    self.stuck.pool_full
+                    thousands(self.stuck.refused as f64),
+                    thousands(self.stuck.attempts_spent as f64),
+                    thousands(self.stuck.retry_after_end as f64),
+                    thousands(self.stuck.pool_full as f64)
                 ),
             ),
             row("replays", thousands(self.replays as f64)),
@@ -448,12 +457,42 @@ impl LoadReport {
                 format!(
                     "{} (late retries scheduled {}, not sent {})",
                     percent(self.retry_distribution_covered),
-                    c.late_retries_scheduled,
-                    c.late_retries_not_sent
+                    thousands(c.late_retries_scheduled as f64),
+                    thousands(c.late_retries_not_sent as f64)
                 ),
             ),
         ]);
         rows
+    }
+
+    /// The prediction's verdict in words. Too short to test says how much longer a run would
+    /// have to be, and, when late retries fell after the run's end, that a scaled clock brings
+    /// them inside it.
+    fn agreement_text(&self, p: &Prediction) -> String {
+        if p.agreement != Agreement::TooShort {
+            return live::agreement(p.agreement == Agreement::Agrees).to_string();
+        }
+        let n = p.run_longer.unwrap_or(f64::INFINITY);
+        let mut text = format!(
+            "too short to test: the count's 95 % interval is {}× the prediction, more than {}×; run {}× longer (about {})",
+            human_count(p.interval_over_prediction.unwrap_or(f64::INFINITY)),
+            human_count(p.max_interval_over_prediction),
+            human_count(n),
+            approx_duration(self.run.duration_s * n),
+        );
+        if self.retry_distribution_covered < COVERED_ENOUGH {
+            text.push_str(&format!(
+                "; --time-scale would also bring more of the late retries inside the run ({} now)",
+                percent(self.retry_distribution_covered)
+            ));
+        }
+        text
+    }
+
+    /// The days of traffic at the asked rate the run stands for: what its counts are per day
+    /// over, and what a prediction's expected count is taken over.
+    pub fn run_days(&self) -> f64 {
+        self.counts.intents_started as f64 / (self.run.rate_per_s * crate::duration::DAY_S)
     }
 
     fn render(&self, md: bool) -> String {
@@ -513,9 +552,9 @@ impl LoadReport {
                 format!(
                     "{} ({} retries, {} lost replies, {} late replies)",
                     thousands(c.attempts_sent as f64),
-                    c.retries_sent,
-                    c.lost_replies,
-                    c.late_replies
+                    thousands(c.retries_sent as f64),
+                    thousands(c.lost_replies as f64),
+                    thousands(c.late_replies as f64)
                 ),
             ),
             row("error share", percent(self.error_share)),
@@ -679,14 +718,15 @@ fn row(name: &str, value: String) -> Vec<String> {
 }
 
 /// A per-day figure with its interval, written one way for every row: `simulate`'s and the
-/// page's, where a count of zero is "none seen, ≤ high", not "0 (0 – high)".
+/// page's, where a count of zero is "none seen, ≤ 12,772/day", not "0 (0 – 12772)"; the unit
+/// on the estimate and thousands separated, so the two figures of a row read against each
+/// other (`85.3/day (82 – 88.5)`).
 fn with_interval(d: &Figure) -> String {
-    let range = crate::format::estimate_interval(d.estimate, d.ci95_low, d.ci95_high, sig);
     if d.estimate == 0.0 {
-        range
-    } else {
-        format!("{} ({range})", sig(d.estimate))
+        return estimate_interval(d.estimate, d.ci95_low, d.ci95_high, count_per_day);
     }
+    let range = estimate_interval(d.estimate, d.ci95_low, d.ci95_high, human_count);
+    format!("{} ({range})", count_per_day(d.estimate))
 }
 
 fn sig(v: f64) -> String {
