@@ -598,6 +598,19 @@ pub fn store_text(c: &Choice, replicas: f64) -> String {
     )
 }
 
+/// A retention's daily duplicates as the decision weighs them, with what the replay saw when
+/// it saw none: `0.0123/day (none seen; at most 2.6/day)`.
+fn duplicates_text(c: &Choice) -> String {
+    match c.duplicates_measured {
+        Some(m) if m.estimate == 0.0 => format!(
+            "{} (none seen; at most {})",
+            per_day(c.duplicate_labels_per_day),
+            per_day(m.ci95_high)
+        ),
+        _ => per_day(c.duplicate_labels_per_day),
+    }
+}
+
 /// `$3.52` with its interval when it has one: `$3.52 [$3.41 – $3.65]`.
 pub fn cost_text(c: &Choice) -> String {
     match c.total_cost_per_day_ci95 {
@@ -759,7 +772,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
                 "Recommended retention: {}, the cheapest that meets {}: {} real duplicates, a store of {}, {}/day.",
                 c.retention,
                 targets_text(&rec.targets),
-                per_day(c.duplicate_labels_per_day),
+                duplicates_text(c),
                 store_text(c, replicas),
                 cost_text(c),
             ));
@@ -797,7 +810,7 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
             "No retention up to the horizon meets {}. Within the budgets the fewest duplicates are at {}: {} real duplicates, a store of {}, {}/day.",
             targets_text(&rec.targets),
             c.retention,
-            per_day(c.duplicate_labels_per_day),
+            duplicates_text(c),
             store_text(c, replicas),
             usd(c.total_cost_per_day),
         )),
@@ -814,16 +827,28 @@ fn notes(rec: &Recommendation, params: &ModelParams) -> Vec<String> {
         "Cheapest retention: {}, {}/day ({} real duplicates, a store of {}).",
         o.retention,
         cost_text(o),
-        per_day(o.duplicate_labels_per_day),
+        duplicates_text(o),
         store_text(o, replicas),
     ));
     out.extend(what_a_budget_costs(rec));
     if rec.cheapest_is_assumption {
-        let mut s = format!(
-            "That is the retry distribution's horizon ({}), an assumption, not a measurement: no retry is assumed later, so keeping keys longer only adds storage. Move it with --retry-horizon or a measured --retry-cdf.",
-            human_duration(rec.horizon_s)
-        );
-        if let Some(e) = &rec.evidence {
+        // A fitted distribution ends at the latest retry its log holds: data up to there, an
+        // assumption only in that a longer log might hold a later one.
+        let fitted_end = rec
+            .evidence
+            .as_ref()
+            .filter(|e| rec.horizon_s <= e.latest_retry_s * 1.001);
+        let mut s = match fitted_end {
+            Some(_) => format!(
+                "That is the retry distribution's horizon ({}), the latest retry the fitted log holds: no retry is assumed later, so keeping keys longer only adds storage, though a longer log might hold a later one.",
+                human_duration(rec.horizon_s)
+            ),
+            None => format!(
+                "That is the retry distribution's horizon ({}), an assumption, not a measurement: no retry is assumed later, so keeping keys longer only adds storage. Move it with --retry-horizon or a measured --retry-cdf.",
+                human_duration(rec.horizon_s)
+            ),
+        };
+        if let Some(e) = rec.evidence.as_ref().filter(|_| fitted_end.is_none()) {
             s.push_str(&format!(
                 " The fitted log holds {} retries over {}; the latest came {} after its first request, so beyond {} the tail is not data.",
                 human_count(e.retries as f64),

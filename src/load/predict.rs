@@ -103,7 +103,7 @@ pub fn judge(count: &Figure, predicted: &Figure, run_days: f64) -> Judged {
     let ratio = (predicted.estimate > 0.0).then(|| width / predicted.estimate);
     let agreement = if !agree(count, predicted) {
         Agreement::Disagrees
-    } else if ratio.is_some_and(|r| !(r <= MAX_INTERVAL_OVER_PREDICTION)) {
+    } else if ratio.is_some_and(|r| r.is_nan() || r > MAX_INTERVAL_OVER_PREDICTION) {
         Agreement::TooShort
     } else {
         Agreement::Agrees

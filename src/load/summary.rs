@@ -8,8 +8,8 @@ use super::predict::{Agreement, Prediction};
 pub use super::verdict::Verdict;
 use super::verdict::{Checked, INVOICE_UNREAD_BUDGET, RunVerdict, Seen};
 use crate::format::{
-    Align, approx_duration, count_per_day, estimate_interval, human_count, percent, rate_per_s,
-    text_table, thousands,
+    Align, count_per_day, estimate_interval, human_count, percent, rate_per_s, text_table,
+    thousands,
 };
 use crate::report::live;
 use crate::sim::replay::{Figure, Tally};
@@ -469,17 +469,23 @@ impl LoadReport {
     /// have to be, and, when late retries fell after the run's end, that a scaled clock brings
     /// them inside it.
     fn agreement_text(&self, p: &Prediction) -> String {
-        if p.agreement != Agreement::TooShort {
-            return live::agreement(p.agreement == Agreement::Agrees).to_string();
-        }
-        let n = p.run_longer.unwrap_or(f64::INFINITY);
-        let mut text = format!(
-            "too short to test: the count's 95 % interval is {}× the prediction, more than {}×; run {}× longer (about {})",
-            human_count(p.interval_over_prediction.unwrap_or(f64::INFINITY)),
-            human_count(p.max_interval_over_prediction),
-            human_count(n),
-            approx_duration(self.run.duration_s * n),
+        let name = match p.agreement {
+            Agreement::Agrees => "agrees",
+            Agreement::Disagrees => "disagrees",
+            Agreement::TooShort => "too_short",
+        };
+        let mut text = live::agreement(
+            name,
+            p.run_longer.map(|n| live::TooShort {
+                interval_over_prediction: p.interval_over_prediction.unwrap_or(f64::INFINITY),
+                max_interval_over_prediction: p.max_interval_over_prediction,
+                run_longer: n,
+                run_s: self.run.duration_s,
+            }),
         );
+        if p.agreement != Agreement::TooShort {
+            return text;
+        }
         if self.retry_distribution_covered < COVERED_ENOUGH {
             text.push_str(&format!(
                 "; --time-scale would also bring more of the late retries inside the run ({} now)",

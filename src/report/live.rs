@@ -3,7 +3,7 @@
 //! latency per outcome and the budgets.
 
 use super::vocabulary::{Quantity, with_interval};
-use crate::format::{percent, rate_per_s, significant, thousands};
+use crate::format::{approx_duration, human_count, percent, rate_per_s, significant, thousands};
 use crate::run::results::{LoadFigure, LoadLatency, LoadResults, LoadRow};
 use serde::Serialize;
 
@@ -38,12 +38,31 @@ pub fn latency_row(outcome: &str, count: u64, ms: [f64; 5]) -> Vec<String> {
     row
 }
 
-/// Whether the count agrees with `simulate`'s prediction (`load::predict::agree`), in words.
-pub fn agreement(agrees: bool) -> &'static str {
-    if agrees {
-        "agrees with the count"
-    } else {
-        "does not agree with the count: their difference is wider than both intervals allow"
+/// How much a count too short to test the prediction falls short: its 95 % interval over the
+/// prediction, the most that still tests something, and how many times longer to run.
+#[derive(Debug, Clone, Copy)]
+pub struct TooShort {
+    pub interval_over_prediction: f64,
+    pub max_interval_over_prediction: f64,
+    pub run_longer: f64,
+    pub run_s: f64,
+}
+
+/// The count's verdict on `simulate`'s prediction (`load::predict::Agreement`, by its JSON
+/// name), in words: once for `load`'s own output and the report's.
+pub fn agreement(agreement: &str, too_short: Option<TooShort>) -> String {
+    match (agreement, too_short) {
+        ("agrees", _) => "agrees with the count".to_string(),
+        ("too_short", Some(t)) => format!(
+            "too short to test: the count's 95 % interval is {}× the prediction, more than {}×; run {}× longer (about {})",
+            human_count(t.interval_over_prediction),
+            human_count(t.max_interval_over_prediction),
+            human_count(t.run_longer),
+            approx_duration(t.run_s * t.run_longer),
+        ),
+        ("too_short", None) => "too short to test".to_string(),
+        _ => "does not agree with the count: their difference is wider than both intervals allow"
+            .to_string(),
     }
 }
 
@@ -120,7 +139,17 @@ pub fn rows(r: &LoadRow) -> LiveRows {
             format!(
                 "{}: {}",
                 per_day(&p.duplicates_per_day),
-                agreement(p.agrees)
+                agreement(
+                    p.agreement(),
+                    p.run_longer.map(|n| TooShort {
+                        interval_over_prediction: p
+                            .interval_over_prediction
+                            .unwrap_or(f64::INFINITY),
+                        max_interval_over_prediction: p.max_interval_over_prediction,
+                        run_longer: n,
+                        run_s: run.duration_s,
+                    })
+                )
             ),
         ));
     }

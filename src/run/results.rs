@@ -546,7 +546,27 @@ pub struct LoadPrediction {
     pub carrier_window: String,
     pub duplicates_per_day: LoadFigure,
     pub agrees: bool,
+    /// `agrees`, `disagrees` or `too_short` (absent from results written before it).
+    #[serde(default)]
+    pub agreement: Option<String>,
+    #[serde(default)]
+    pub interval_over_prediction: Option<f64>,
+    #[serde(default)]
+    pub max_interval_over_prediction: f64,
+    #[serde(default)]
+    pub run_longer: Option<f64>,
     pub command: String,
+}
+
+impl LoadPrediction {
+    /// The verdict's JSON name; from `agrees` for a result written before there were three.
+    pub fn agreement(&self) -> &str {
+        match (&self.agreement, self.agrees) {
+            (Some(a), _) => a,
+            (None, true) => "agrees",
+            (None, false) => "disagrees",
+        }
+    }
 }
 
 impl LoadResults {

@@ -205,8 +205,11 @@ const ROUNDING_EDGES: [f64; 14] = [
     -1234.4,
 ];
 
-/// Durations at each unit's boundary and in between (`1.5d`, `36h`).
-const DURATION_EDGES: [f64; 10] = [
+/// Durations at each unit's boundary and in between (`1.5d`, `36h`), and fitted horizons no
+/// unit divides (`1.366d`).
+const DURATION_EDGES: [f64; 12] = [
+    118_022.4,
+    121_996.8,
     0.25,
     10.0,
     600.0,

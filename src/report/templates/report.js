@@ -116,10 +116,28 @@
     }
     return rustDisplay(secs) + "s";
   }
+  // `duration::four_figures`: four significant figures, trailing zeros dropped.
+  function fourFigures(v) {
+    var mag = Math.floor(Math.log10(Math.abs(v)));
+    var dec = Math.max(0, 3 - mag);
+    var text = toFixedRust(v, dec);
+    var rounded = Number(text);
+    if (Math.floor(Math.log10(Math.abs(rounded))) > mag && dec > 0) text = toFixedRust(rounded, dec - 1);
+    return trim(text);
+  }
+  // `duration::format_approx`: the largest unit that keeps it at 1 or above.
+  function formatApprox(secs) {
+    if (!(isFinite(secs) && secs > 0)) return "0s";
+    var units = [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]];
+    var u = units.find(function (u) { return secs >= u[1]; }) || ["ms", 1e-3];
+    return fourFigures(secs / u[1]) + u[0];
+  }
+  // `duration::format_readable`: a round unit when one divides it, else four figures.
   function humanDuration(secs) {
     var h = secs / 3600;
     if (h >= 1 && h < 48 && Math.abs(h - roundAway(h)) < 1e-9) return roundAway(h) + "h";
-    return formatSecs(secs);
+    var exact = formatSecs(secs);
+    return /^[0-9]+(d|h|m|s|ms)$/.test(exact) ? exact : formatApprox(secs);
   }
   var FORMAT = {
     bytes: humanBytes,
