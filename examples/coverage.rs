@@ -10,7 +10,7 @@
 //! times) gives an estimate and a 95 % interval per figure. A right interval covers the truth
 //! in about 95 % of seeds, and its z-scores ((estimate − truth) / half-width × 1.96) have a
 //! standard deviation near 1: above 1 the interval is too narrow, below 1 too wide.
-//! `tests/sim.rs` runs the same check with 40 seeds.
+//! `tests/it/sim.rs` runs the same check with 40 seeds.
 
 use clap::Parser;
 use idemcalc::sim::replay::{self, Figure, Progress, SimConfig, SimReport};

@@ -2,7 +2,7 @@
 # Runs each fuzz target for SECONDS (default 30), starting from its committed seeds (seeds/NAME)
 # plus whatever earlier runs found (corpus/NAME, not committed). A crash stops the script with
 # libFuzzer's report; the input is saved under artifacts/NAME/ and is to be kept as a regression
-# test (tests/props.rs or the module's own tests).
+# test (tests/it/props.rs or the module's own tests).
 #
 #   fuzz/run.sh 30                 # every target, 30 s each (2 min plus one build)
 #   fuzz/run.sh 3600 body          # one target for an hour

@@ -1,4 +1,4 @@
-//! The checks each fuzz target runs on one input: the same properties as `tests/props.rs`, so a
+//! The checks each fuzz target runs on one input: the same properties as `tests/it/props.rs`, so a
 //! finding here is a failing property there. Every check panics on a broken property, which
 //! libFuzzer reports as a crash and saves under `artifacts/`.
 

@@ -4,7 +4,7 @@
 //! It runs the same statements in the same transactions with the same commit mode as the engine
 //! (its own transaction each, or a savepoint each in a group commit), so the ratio of the two is
 //! what the engine adds. The statements are the very text `store::sqlite::sql` holds; the test
-//! `baseline_leaves_the_rows_the_engine_leaves` in `tests/bench.rs` holds the two together.
+//! `baseline_leaves_the_rows_the_engine_leaves` in `tests/it/bench.rs` holds the two together.
 
 use super::fill::{CALLER, COST_CENTS, RETENTION_MS, label_body, tracking_no};
 use super::serve::{Job, Service};

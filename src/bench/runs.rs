@@ -3,7 +3,7 @@
 //! to trust, and whether a later run differs from a saved one beyond both runs' noise.
 //!
 //! Pure arithmetic on per-run samples, so the rules are tested on synthetic samples
-//! (`tests/bench.rs`), not on a machine's noise.
+//! (`tests/it/bench.rs`), not on a machine's noise.
 
 use serde::{Deserialize, Serialize};
 

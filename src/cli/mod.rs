@@ -33,7 +33,7 @@ pub(crate) struct Cli {
 }
 
 /// The subcommands and, for each, its long flags (`--retention`, …), for checking text that
-/// names them (`tests/doc_commands.rs`).
+/// names them (`tests/it/doc_commands.rs`).
 pub fn subcommands() -> Vec<(String, Vec<String>)> {
     use clap::CommandFactory as _;
     Cli::command()
@@ -60,7 +60,7 @@ pub fn subcommands() -> Vec<(String, Vec<String>)> {
 
 /// Whether `args` (the program name first) is a command line `idemcalc` accepts: every
 /// subcommand and flag exists and every value clap checks itself is valid. The documentation's
-/// commands are held to it (`tests/doc_commands.rs`), so a renamed flag cannot leave them stale.
+/// commands are held to it (`tests/it/doc_commands.rs`), so a renamed flag cannot leave them stale.
 pub fn parses(args: &[String]) -> Result<(), String> {
     use clap::Parser as _;
     match Cli::try_parse_from(args) {

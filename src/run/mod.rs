@@ -299,7 +299,7 @@ pub fn scenarios(
     Ok(summarise(scenarios, None))
 }
 
-/// What Redis gives up, in the comparison's words (`tests/redis.rs` makes both happen).
+/// What Redis gives up, in the comparison's words (`tests/it/redis_store.rs` makes both happen).
 const REDIS_CAVEAT: &str = "the key record and the label are in two stores: a crash between their writes loses or doubles a label, and eviction under maxmemory forgets keys inside their retention, each retry of which buys again";
 
 /// Measures the headline scenario on each store of `specs` at its first retention, and puts

@@ -10,7 +10,7 @@ use crate::model::{Estimate, Figures, ModelParams};
 use crate::scenario::Budgets;
 use crate::settings::Budget;
 // What a run measured, as the simulator reports it: re-exported so that the outputs read
-// results from here alone and know nothing of the simulator (tests/settings.rs).
+// results from here alone and know nothing of the simulator (tests/it/settings.rs).
 pub use crate::sim::replay::{Detection, Figure, OutcomeRow, SimConfig, SimInvariants, SimReport};
 pub use crate::sim::timeline::{TimelineEvent, TimelineReport};
 use crate::stats::{MeanInterval, Spread};

@@ -19,7 +19,7 @@
 //! Two simplifications, both second order (docs/simulate.md): a carrier call that exists only
 //! at a candidate completes at once and succeeds, and a request refused at the replayed
 //! retention (409, 422) is refused at every candidate. At the replayed retention the log
-//! reproduces the replay's own counts (`tests/sim.rs`).
+//! reproduces the replay's own counts (`tests/it/sim.rs`).
 
 use super::tallies::CandidateTally;
 use crate::clock::Millis;

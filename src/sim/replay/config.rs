@@ -330,7 +330,7 @@ impl SimConfig {
         (s_o, (s_o * boost).min(1.0))
     }
 
-    /// The small world of the ground-truth check (`tests/sim.rs`, `examples/coverage.rs`): cheap
+    /// The small world of the ground-truth check (`tests/it/sim.rs`, `examples/coverage.rs`): cheap
     /// to replay at full fidelity (1 intent/s for 2 h), with every figure the check covers
     /// firing often enough to be measured: 2 % network loss, a 5 min retention and carrier
     /// window, 1 % of attempts killed after the carrier call.

@@ -42,7 +42,7 @@
 //! instants `h` apart share the records that live through both, a fraction `(1 - h/L)⁺` for a
 //! record life `L` (retention plus the sweeper's mean lag). With `--sample 1` both strata are
 //! replayed in full and the delay is drawn without tilting: a full-fidelity run, the ground
-//! truth the sampled estimator is checked against (`tests/sim.rs`, `examples/coverage.rs`).
+//! truth the sampled estimator is checked against (`tests/it/sim.rs`, `examples/coverage.rs`).
 //!
 //! # Where each part lives
 //! `config`: what a simulation is asked, and its validation. `client`: intents, attempts and

@@ -6,14 +6,14 @@
 //! corrupted at byte positions drawn from a fixed seed. Every run must end on its own within
 //! its limit (no hang), never with a panic (exit 101) or a signal, and every refusal (exit 2)
 //! must name the file it could not use. (Flags and scenario fields are swept value by value in
-//! tests/settings.rs; closed pipes in tests/outputs.rs.)
+//! tests/it/settings.rs; closed pipes in tests/it/outputs.rs.)
 //!
 //! Issue 50's sweep of the HTTP surfaces, in the modules below: crafted requests against
 //! `serve` and `carrier` (`http`), hostile servers against `load` (`hostile`), and signals
 //! (`signals`). Same rules: no panic, no hang, every refusal a documented error body or one
 //! clear line.
 
-mod common;
+use crate::common;
 #[path = "attack/crafted.rs"]
 mod crafted;
 #[path = "attack/hostile.rs"]

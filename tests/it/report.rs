@@ -4,7 +4,7 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
 
@@ -586,9 +586,7 @@ fn compared_stores_are_measured_and_priced() {
         "--compare-store".to_string(),
         format!("sqlite:{}", other.display()),
     ];
-    let redis = std::env::var("IDEMCALC_REDIS_URL")
-        .ok()
-        .filter(|u| !u.is_empty());
+    let redis = common::server_url(common::REDIS_URL_VAR);
     if let Some(url) = &redis {
         extra.extend(["--compare-store".to_string(), url.clone()]);
     }

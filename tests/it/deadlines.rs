@@ -4,7 +4,7 @@
 //! A test that stops a server stops a throwaway server of its own (in a temporary directory, on
 //! a free port), never the shared one; the lock test locks only a fresh schema of its own.
 
-mod common;
+use crate::common;
 
 use common::{long_run, wait_within};
 use std::path::Path;
@@ -206,13 +206,8 @@ fn a_stopped_postgres_server_ends_the_run_within_its_deadline() {
 /// waiting silently for as long as the lock is held.
 #[test]
 fn a_table_locked_by_another_session_ends_the_run_after_its_lock_timeout() {
-    let url = match std::env::var("IDEMCALC_PG_URL") {
-        Ok(url) if !url.trim().is_empty() => url,
-        _ => {
-            assert!(std::env::var_os("CI").is_none(), "IDEMCALC_PG_URL unset");
-            eprintln!("*** IDEMCALC_PG_URL is not set: SKIPPED");
-            return;
-        }
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
     };
     let schema = unique("t_lock");
     let tmp = tempfile::tempdir().unwrap();

@@ -1,7 +1,7 @@
 //! One knob, one name, one default, one check: flags and scenario files are two spellings of the
 //! same settings (issue 10), and no value typed into either can panic the binary (issue 15).
 
-mod common;
+use crate::common;
 
 use common::idemcalc;
 use idemcalc::scenario::Scenario;
@@ -673,8 +673,7 @@ fn deciding_on_our_keys_alone_is_one_knob_in_flags_and_files() {
 /// server).
 #[test]
 fn every_run_takes_a_postgres_store_the_same_way() {
-    let Ok(url) = std::env::var("IDEMCALC_PG_URL") else {
-        eprintln!("IDEMCALC_PG_URL is not set: skipped");
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
         return;
     };
     let (code, out, err) = idemcalc(&[

@@ -1,14 +1,14 @@
 //! `idemcalc serve` over real HTTP: the built binary on a free port per test, driven with
 //! reqwest and `curl`, on SQLite, PostgreSQL (a scratch schema) and Redis (a scratch prefix).
 
-mod common;
+use crate::common;
 
 use common::{PG_URL_VAR, REDIS_URL_VAR, Server, TOKEN, signal};
 use idemcalc::store::Store as _;
 use reqwest::blocking::{Client, RequestBuilder};
 use std::io::{Read as _, Write as _};
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::Duration;
 
 const BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1450,"service":"ground"}"#;
@@ -62,33 +62,9 @@ fn client() -> Client {
 fn stores(dir: &std::path::Path) -> Vec<String> {
     let mut v = vec![format!("sqlite:{}", dir.join("store.sqlite").display())];
     for var in [PG_URL_VAR, REDIS_URL_VAR] {
-        match std::env::var(var) {
-            Ok(url) if !url.trim().is_empty() => v.push(url),
-            _ => {
-                assert!(
-                    std::env::var_os("CI").is_none(),
-                    "CI is set but {var} is not"
-                );
-                eprintln!("*** {var} is not set: serve on that store SKIPPED");
-            }
-        }
+        v.extend(common::server_url(var));
     }
     v
-}
-
-/// PostgreSQL's URL, or `None` (said loudly) where it is not set; under CI a missing URL fails.
-fn pg_url() -> Option<String> {
-    match std::env::var(PG_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but {PG_URL_VAR} is not"
-            );
-            eprintln!("*** {PG_URL_VAR} is not set: SKIPPED");
-            None
-        }
-    }
 }
 
 fn problem(r: reqwest::blocking::Response, status: u16, code: &str) -> serde_json::Value {
@@ -614,7 +590,7 @@ fn bad_input_is_refused_naming_the_flag() {
 /// readiness is back.
 #[test]
 fn a_locked_postgres_store_answers_503_within_its_deadline_and_recovers() {
-    let Some(url) = pg_url() else {
+    let Some(url) = common::server_url(PG_URL_VAR) else {
         return;
     };
     let schema = format!(
@@ -866,92 +842,6 @@ fn a_key_reused_after_its_purge_is_422_not_another_orders_label() {
     drop(carrier);
 }
 
-/// SQLite's write-ahead log stays bounded while `serve` (under `load` at 1,500/s) and the bench
-/// (flat out, both its sides) write for a minute on one machine. Before, the log never started
-/// again under a continuous writer: 4.2 GB in 40 s beside a 33 MB database, growing ~100 MB/s.
-/// The bound (docs/stores.md) is `store::checkpoint::WAL_LIMIT_BYTES` plus what a writer adds
-/// while a background checkpoint holds the checkpoint lock; with four writers on two cores that
-/// reached 50 MB for serve and 207 MB for a flat-out bench side, so serve's log is held under
-/// 64 MiB and each bench side's under 256 MiB.
-#[test]
-fn sqlite_wal_stays_bounded_while_serve_and_bench_write_for_a_minute() {
-    const SERVE_BOUND: u64 = 64 << 20;
-    const BENCH_BOUND: u64 = 256 << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let s = Server::on_sqlite(&dir.path().join("serve.sqlite"), &[]);
-    let callers = dir.path().join("load-callers");
-    std::fs::write(&callers, format!("{TOKEN} fulfilment\n")).unwrap();
-    let bin = env!("CARGO_BIN_EXE_idemcalc");
-    let mut load = Command::new(bin)
-        .args(["load", &s.base, "--rate", "1500", "--duration", "60s"])
-        .args(["--format", "json", "--quiet"])
-        .arg("--callers")
-        .arg(&callers)
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let bench_store = dir.path().join("bench.sqlite");
-    let mut bench = Command::new(bin)
-        .args([
-            "bench",
-            "--duration",
-            "30s",
-            "--runs",
-            "1",
-            "--format",
-            "json",
-        ])
-        .args(["--prefill", "0", "--mix", "first=100"])
-        .arg("--store")
-        .arg(format!("sqlite:{}", bench_store.display()))
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut largest: std::collections::BTreeMap<String, u64> = Default::default();
-    loop {
-        for entry in std::fs::read_dir(dir.path()).unwrap().flatten() {
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with("-wal") {
-                let len = entry.metadata().map_or(0, |m| m.len());
-                let max = largest.entry(name).or_default();
-                *max = (*max).max(len);
-            }
-        }
-        let load_done = load.try_wait().unwrap().is_some();
-        if load_done && bench.try_wait().unwrap().is_some() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    load.wait().unwrap();
-    bench.wait().unwrap();
-    let purchases = s.metric(&client(), "idemcalc_carrier_purchases_total");
-    assert!(
-        purchases > 10_000.0,
-        "serve wrote too little to test: {purchases}"
-    );
-    let err = s.stop_ok();
-    assert!(
-        largest.keys().any(|n| n.starts_with("serve"))
-            && largest.keys().any(|n| n.starts_with("bench")),
-        "every store had a WAL: {largest:?}"
-    );
-    for (name, max) in &largest {
-        let bound = if name.starts_with("serve") {
-            SERVE_BOUND
-        } else {
-            BENCH_BOUND
-        };
-        assert!(
-            *max <= bound,
-            "{name} reached {max} bytes: {largest:?}\n{err}"
-        );
-    }
-    assert!(err.contains("the WAL at most"), "{err}");
-}
-
 /// SIGTERM past `--drain`: the attempts still running (here waiting 8 s on the carrier) are
 /// answered 503 `shutting_down` with `Retry-After`, never dropped with no answer, and the exit
 /// code (1) and the log say how many were cut. Before, every connection closed unanswered and
@@ -1005,7 +895,7 @@ fn requests_running_past_the_drain_get_503_shutting_down_and_exit_1() {
 /// it stayed up answering every request and `/healthz` with 503, for good.
 #[test]
 fn a_stalled_hold_session_stops_serve_with_exit_3() {
-    let Some(url) = pg_url() else {
+    let Some(url) = common::server_url(PG_URL_VAR) else {
         return;
     };
     let mut s = Server::start(&url, &[]);

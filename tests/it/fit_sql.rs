@@ -4,7 +4,7 @@
 //! refused, on PostgreSQL and DuckDB), `--from-file` feeds DuckDB a file, and a result that
 //! could not have come from the query is refused with the row and field named.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -62,23 +62,6 @@ fn every_dialects_query_parses() {
     // A table name that would end the statement is refused.
     let err = TableName::parse("t; DROP TABLE x", Dialect::Postgres).unwrap_err();
     assert!(err.contains("--table"), "{err}");
-}
-
-/// `IDEMCALC_PG_URL`, or `None` with a notice (a panic in CI, where the server must be there).
-fn pg_url() -> Option<String> {
-    match std::env::var(common::PG_URL_VAR) {
-        Ok(u) if !u.trim().is_empty() => Some(u),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but {} is not", common::PG_URL_VAR)
-        }
-        _ => {
-            eprintln!(
-                "SKIPPED the PostgreSQL round trip: {} is not set",
-                common::PG_URL_VAR
-            );
-            None
-        }
-    }
 }
 
 fn psql(url: &str, args: &[&str]) -> String {
@@ -254,7 +237,9 @@ fn round_trip(url: &str, log: &Path, dir: &Path) {
 
 #[test]
 fn the_postgres_query_gives_the_fit_the_file_gives() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let example =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("scenarios/logs/example-requests.csv");
@@ -590,7 +575,9 @@ fn assert_injection_refused(dialect: &str, victims: &str, run: impl FnOnce(&str)
 
 #[test]
 fn an_injected_table_is_refused_and_a_quoted_name_runs_on_postgres() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let id = &uuid::Uuid::new_v4().simple().to_string()[..12];
     let scratch = format!("fit_inj_{id}");
@@ -935,7 +922,9 @@ fn impossible_aggregates_are_refused_naming_row_and_field() {
 /// (without a status, every request was answered).
 #[test]
 fn issue_36_item_3_emit_sql_runs_on_a_table_with_only_ts_and_k() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let schema = format!(
         "fit_tk_{}",

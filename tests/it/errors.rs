@@ -1,6 +1,6 @@
 //! Bad input gets a clear error naming the file, flag or field, exits 2, and never panics.
 
-mod common;
+use crate::common;
 
 use common::idemcalc;
 use idemcalc::store::{SqliteOptions, SqliteStore};

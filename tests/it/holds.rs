@@ -2,27 +2,13 @@
 //! loses its hold or its server mid-run stops with its own exit code (3), saying how far it got.
 //! Also: a store holding labels but no keys is not taken for empty.
 
-mod common;
+use crate::common;
 
 use common::{long_run, wait_within};
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 const EXIT_STORE_FAILED: i32 = 3;
-
-fn env_url(var: &str) -> Option<String> {
-    match std::env::var(var) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ => {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "CI is set but {var} is not: these tests must run in CI"
-            );
-            eprintln!("*** {var} is not set: SKIPPED");
-            None
-        }
-    }
-}
 
 fn unique(what: &str) -> String {
     format!(
@@ -65,7 +51,7 @@ fn drop_prefix(con: &mut redis::Connection, prefix: &str) {
 /// machines): the second is refused, naming the first, by the hold key in Redis itself.
 #[test]
 fn a_redis_prefix_is_held_in_redis_not_in_a_temporary_directory() {
-    let Some(url) = env_url("IDEMCALC_REDIS_URL") else {
+    let Some(url) = common::server_url("IDEMCALC_REDIS_URL") else {
         return;
     };
     let prefix = unique("hold");
@@ -134,7 +120,7 @@ fn redis_contents(con: &mut redis::Connection, prefix: &str) -> Vec<String> {
 /// exit 3, saying how far it got. 20 trials, each stopped at a random point of its writes.
 #[test]
 fn a_run_that_loses_its_redis_hold_writes_nothing_more_and_stops_with_exit_code_3() {
-    let Some(url) = env_url("IDEMCALC_REDIS_URL") else {
+    let Some(url) = common::server_url("IDEMCALC_REDIS_URL") else {
         return;
     };
     let mut con = redis_con(&url);
@@ -230,7 +216,7 @@ fn pg_key_free(admin: &mut postgres::Client, key: i64) -> bool {
 /// points of its writes.
 #[test]
 fn a_run_whose_postgres_hold_session_ends_keeps_others_out_and_stops_with_exit_code_3() {
-    let Some(url) = env_url("IDEMCALC_PG_URL") else {
+    let Some(url) = common::server_url("IDEMCALC_PG_URL") else {
         return;
     };
     let mut admin = postgres::Client::connect(&url, postgres::NoTls).unwrap();

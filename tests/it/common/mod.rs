@@ -58,6 +58,26 @@ pub enum Backend {
     },
 }
 
+/// The server `var` names (`IDEMCALC_PG_URL`, `IDEMCALC_REDIS_URL`): the one check every test
+/// that needs a server makes. Unset on a developer's machine, `None` after saying so loudly;
+/// unset under CI (`CI` set), a failure: a CI run must not pass without the server.
+pub fn server_url(var: &str) -> Option<String> {
+    match std::env::var(var) {
+        Ok(url) if !url.trim().is_empty() => Some(url),
+        _ if std::env::var_os("CI").is_some() => panic!(
+            "CI is set but {var} is not: the tests that need its server must run in CI \
+             (.ci/run starts PostgreSQL and Redis and sets {PG_URL_VAR} and {REDIS_URL_VAR})"
+        ),
+        _ => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "*** {var} is not set: SKIPPED a test that needs its server"
+            );
+            None
+        }
+    }
+}
+
 impl Backend {
     pub fn sqlite() -> Self {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -80,19 +100,7 @@ impl Backend {
     }
 
     fn postgres_with(sweeper: Sweeper) -> Option<Self> {
-        let url = match std::env::var(PG_URL_VAR) {
-            Ok(url) if !url.trim().is_empty() => url,
-            _ => {
-                if std::env::var_os("CI").is_some() {
-                    panic!(
-                        "CI is set but {PG_URL_VAR} is not: the PostgreSQL half of the suite must run in CI. \
-                         Start PostgreSQL and set {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/test (.ci/run does both)."
-                    );
-                }
-                skip_notice();
-                return None;
-            }
-        };
+        let url = server_url(PG_URL_VAR)?;
         let schema = format!("t_{}", &uuid::Uuid::new_v4().simple().to_string()[..16]);
         Some(Self::postgres_at(&url, &schema, sweeper))
     }
@@ -100,26 +108,7 @@ impl Backend {
     /// A store under a new prefix on the server named by `IDEMCALC_REDIS_URL`, or `None` (said
     /// loudly) when it is unset on a developer's machine; in CI its absence fails the test.
     pub fn redis() -> Option<Self> {
-        let url = match std::env::var(REDIS_URL_VAR) {
-            Ok(url) if !url.trim().is_empty() => url,
-            _ => {
-                if std::env::var_os("CI").is_some() {
-                    panic!(
-                        "CI is set but {REDIS_URL_VAR} is not: the Redis tests must run in CI. \
-                         Start redis-server and set {REDIS_URL_VAR}=redis://127.0.0.1:6379 (.ci/run does both)."
-                    );
-                }
-                static ONCE: Once = Once::new();
-                ONCE.call_once(|| {
-                    let _ = writeln!(
-                        std::io::stderr(),
-                        "\n*** {REDIS_URL_VAR} is not set: the Redis tests were SKIPPED.\n\
-                         *** To run them: {REDIS_URL_VAR}=redis://127.0.0.1:6379 cargo test --release\n"
-                    );
-                });
-                return None;
-            }
-        };
+        let url = server_url(REDIS_URL_VAR)?;
         Some(Self::redis_at(&url))
     }
 
@@ -202,20 +191,6 @@ impl Drop for Backend {
             );
         }
     }
-}
-
-/// Says once per test binary, on the real stderr (test output capture does not reach it), that
-/// the PostgreSQL half was skipped and how to run it.
-fn skip_notice() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        let _ = writeln!(
-            std::io::stderr(),
-            "\n*** {PG_URL_VAR} is not set: the PostgreSQL half of this suite was SKIPPED (its tests pass vacuously).\n\
-             *** To run it: {PG_URL_VAR}=postgres://postgres@127.0.0.1:5432/test cargo test --release\n\
-             *** (start the server first if needed: pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start)\n"
-        );
-    });
 }
 
 /// Installs the `amcheck` extension in the test database once per test binary, so that

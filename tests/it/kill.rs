@@ -11,7 +11,7 @@
 //!
 //! Sized for the suite: a few seconds per store, the two stores in parallel.
 
-mod common;
+use crate::common;
 #[path = "kill/ledger.rs"]
 mod ledger;
 
@@ -390,24 +390,6 @@ fn drop_schema(url: &str, schema: &str) {
     }
 }
 
-/// The PostgreSQL URL, or `None` (said loudly) when it is not set outside CI; as tests/common.
-fn pg_url() -> Option<String> {
-    match std::env::var(common::PG_URL_VAR) {
-        Ok(url) if !url.trim().is_empty() => Some(url),
-        _ if std::env::var_os("CI").is_some() => {
-            panic!("CI is set but {} is not", common::PG_URL_VAR)
-        }
-        _ => {
-            let _ = writeln!(
-                std::io::stderr(),
-                "*** {} is not set: the PostgreSQL kill harness was SKIPPED",
-                common::PG_URL_VAR
-            );
-            None
-        }
-    }
-}
-
 fn with_schema(url: &str, schema: &str) -> String {
     let sep = if url.contains('?') { '&' } else { '?' };
     format!("--store={url}{sep}schema={schema}")
@@ -507,7 +489,9 @@ fn sigkill_leaves_a_consistent_sqlite_store() {
 
 #[test]
 fn sigkill_leaves_a_consistent_postgres_schema() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
+    };
     let mut killed_with_rows = 0;
     for seed in 1..=PG_SEEDS {
         let (ending, found) = kill_postgres(&url, seed);
@@ -688,10 +672,8 @@ fn kill_soak() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(30);
-    let pg = pg_url();
-    let redis_url = std::env::var(common::REDIS_URL_VAR)
-        .ok()
-        .filter(|u| !u.trim().is_empty());
+    let pg = common::server_url(common::PG_URL_VAR);
+    let redis_url = common::server_url(common::REDIS_URL_VAR);
     // Which stores (default all three, in turn) and the first seed, so a second soak can add
     // runs on some stores without repeating the first one's seeds.
     let names = ["sqlite", "postgres", "redis"];
@@ -840,7 +822,9 @@ fn sigint_stops_a_sqlite_run_and_says_how_far_it_got() {
 
 #[test]
 fn sigint_stops_a_postgres_run_and_says_how_far_it_got() {
-    let Some(url) = pg_url() else { return };
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
+        return;
+    };
     let schema = fresh_schema("sigint", 1);
     let dir = tempfile::tempdir().unwrap();
     let ledger = dir.path().join("carrier-ledger.csv");

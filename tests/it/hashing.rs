@@ -2,7 +2,7 @@
 //! request in RFC 8785 form, so spellings of one request replay and a body the service would
 //! read two ways is refused. Each runs on a real SQLite file and on PostgreSQL.
 
-mod common;
+use crate::common;
 
 use common::{BODY, Backend, Harness, KEY};
 use idemcalc::engine::{Outcome, Request, Response};

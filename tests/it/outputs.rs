@@ -2,7 +2,7 @@
 //! symbolic link points to; a damaged Parquet file is bad input (exit 2), not a panic; a closed
 //! stdout ends a run quietly. Every file is made in a temporary directory of the test's own.
 
-mod common;
+use crate::common;
 
 use common::idemcalc;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Figures off the default path, each against a hand derivation written beside it: a slow
 //! carrier, a daily rush, budgets on a measured record size, the carrier-window note.
 
-mod common;
+use crate::common;
 
 use common::json_of;
 use idemcalc::decision::{self, DecisionInputs, Targets};

@@ -2,7 +2,7 @@
 //! lease-takeover timeline, concurrency, lost leases, caller scoping and the sweeper, each run
 //! against every store backend through the `conformance!` macro at the bottom.
 
-mod common;
+use crate::common;
 
 use common::{BODY, Backend, Harness, KEY, OTHER_BODY};
 use idemcalc::carrier::CarrierResult;
@@ -783,7 +783,7 @@ conformance!([sqlite, postgres] {
 // PostgreSQL with the key table partitioned by `expires_at` (`--sweeper partitions`): every case
 // but the two that time the sweeper to the millisecond and the batch. A partition is dropped
 // whole when its range has passed, so retention comes in steps of a partition and a sweep
-// purges a partition, not a batch; `tests/postgres.rs` checks those steps instead:
+// purges a partition, not a batch; `tests/it/postgres_store.rs` checks those steps instead:
 // - `t9_sweeper_purges_24h_after_completion`: purged at the end of its partition, not at 24 h.
 // - `sweeper_batches`: a dropped partition is not a batch of 4.
 conformance!([postgres_partitions] {
@@ -817,11 +817,11 @@ conformance!([postgres_partitions] {
 // Redis holds the key records and SQLite the labels (`store::redis`): every case that needs no
 // transaction spanning both stores. Left out, because Redis cannot honour them:
 // - `crash_inside_txn2_writes_nothing`: the key's completion is a Redis write that a crash
-//   between it and the label's SQLite commit cannot undo; `tests/redis.rs` measures that
+//   between it and the label's SQLite commit cannot undo; `tests/it/redis_store.rs` measures that
 //   failure instead.
 // - `concurrent_same_key`: it counts on a claim blocking until the other claim's transaction
 //   ends (row locks); Redis answers at once, so the race is decided differently (still one
-//   label, checked in `tests/redis.rs`).
+//   label, checked in `tests/it/redis_store.rs`).
 conformance!([redis] {
     t1_first_request_claims_with_a_30s_lease,
     t2_validation_failure_deletes_the_record,

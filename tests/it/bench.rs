@@ -1,6 +1,6 @@
 //! Group commit and `idemcalc bench`: behaviour only, never wall-clock figures.
 
-mod common;
+use crate::common;
 
 use common::{BODY, KEY, OTHER_BODY};
 use idemcalc::bench::checkpoint::Checkpoints;

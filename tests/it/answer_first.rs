@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-mod common;
+use crate::common;
 
 const BIN: &str = env!("CARGO_BIN_EXE_idemcalc");
 
@@ -131,11 +131,7 @@ fn issue_36_item_6_a_refused_store_says_what_to_check() {
         "{}",
         r.stderr
     );
-    let Ok(url) = std::env::var(common::PG_URL_VAR) else {
-        eprintln!(
-            "SKIPPED the missing-database case: {} is not set",
-            common::PG_URL_VAR
-        );
+    let Some(url) = common::server_url(common::PG_URL_VAR) else {
         return;
     };
     let Some(i) = url.rfind('/') else { return };

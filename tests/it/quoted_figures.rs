@@ -1,9 +1,9 @@
 //! Every simulated figure the docs and the scenario files quote, with the command that
 //! produces it: each test runs the command and fails, naming the file to update, when the
 //! quoted text is no longer what it prints. Hand derivations beside those figures are checked
-//! in `tests/sim.rs` and `tests/off_path.rs`.
+//! in `tests/it/sim.rs` and `tests/it/off_path.rs`.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 

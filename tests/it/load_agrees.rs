@@ -26,7 +26,7 @@
 //! labels bought twice, 1.86, 1.93 and 1.85 million a day against simulate's 1.93, 1.93 and
 //! 1.90 million; all three agree and every interval covers 1,918,080.
 
-mod common;
+use crate::common;
 
 use common::spawn_listening as start;
 use std::process::Command;

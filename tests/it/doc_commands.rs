@@ -2,7 +2,7 @@
 //! in the docs (in code blocks, after a `$ ` prompt or bare, and in inline code) is parsed by
 //! the real command line (`idemcalc::cli::parses`): a subcommand or flag renamed or removed
 //! fails here, naming the file and line, instead of leaving a reader a command that no longer
-//! runs. What a command prints is checked where it is quoted (tests/quoted_figures.rs).
+//! runs. What a command prints is checked where it is quoted (tests/it/quoted_figures.rs).
 
 use std::path::{Path, PathBuf};
 

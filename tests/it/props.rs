@@ -20,7 +20,7 @@ use std::time::Duration;
 
 /// Small case counts, so the whole file runs in a few seconds. `PROPTEST_CASES` and
 /// `PROPTEST_RNG_SEED` override both for a longer hunt (`PROPTEST_CASES=100000 cargo test
-/// --release --test props`).
+/// --release --test it props::`).
 fn config(cases: u32) -> Config {
     let env = |name: &str| std::env::var(name).ok().and_then(|v| v.parse().ok());
     Config {
