@@ -697,7 +697,7 @@ fn write_runs(out: &mut String, r: &Report) {
     ] {
         let _ = writeln!(
             out,
-            "{name} per second: {} creates, beside them {} replays, {} 409s, {} 422s, {} errors",
+            "{name} per second: {} creates, beside them {} replays, {} in progress (409), {} key reused (422), {} errors",
             thousands(s.creates_per_s.mean),
             thousands(s.replays_per_s),
             thousands(s.conflicts_per_s),

@@ -228,14 +228,15 @@ impl ProgressOut {
             return;
         }
         *last = std::time::Instant::now();
+        // No time left is estimated: the position is how far the run's own clock got (simulated
+        // time, a load's schedule), not work done, and a straight line through it was off by
+        // 2–3× (a simulation's late retries come after its arrivals, fast; a load's drain
+        // after its schedule).
         let done = position.min(1000) as f64 / 1000.0;
-        let elapsed = self.started.elapsed().as_secs_f64();
-        let left = elapsed * (1.0 - done) / done;
         eprintln!(
-            "{what}: {:.0}% after {}, about {} to go",
+            "{what}: {:.0}% after {}",
             done * 100.0,
-            crate::format::approx_duration(elapsed),
-            crate::format::approx_duration(left)
+            crate::format::approx_duration(self.started.elapsed().as_secs_f64()),
         );
     }
 
@@ -266,7 +267,7 @@ pub(crate) fn progress_bar(quiet: bool, what: &str) -> ProgressOut {
     let b = ProgressBar::with_draw_target(Some(1000), ProgressDrawTarget::stderr());
     b.set_style(
         ProgressStyle::with_template(&format!(
-            "{{spinner}} {what} {{msg:<12}} {{wide_bar}} {{percent:>3}}% {{elapsed}} (about {{eta}} to go)"
+            "{{spinner}} {what} {{msg:<12}} {{wide_bar}} {{percent:>3}}% {{elapsed}}"
         ))
         .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );

@@ -849,7 +849,8 @@ fn assert_runs_table(table: &str, report: &bench::Report, runs: u32) {
             );
         }
         assert!(
-            table.contains(&format!("{side} per second: ")) && table.contains(" 409s, "),
+            table.contains(&format!("{side} per second: "))
+                && table.contains(" in progress (409), "),
             "{table}"
         );
     }
