@@ -507,6 +507,10 @@ fn create(
 ) -> Result<Vec<StorePool>, BenchError> {
     let mut slots = vec![Slot::default(), Slot::part("baseline")];
     slots.extend(extra.iter().map(|&p| Slot::part(p)));
+    for path in stores.replace_own_sqlite(&slots)? {
+        let note = format!("replacing {}, left by a previous bench", path.display());
+        config.tell(Duration::ZERO, note);
+    }
     Ok(stores.create(&slots, config.sweeper)?)
 }
 

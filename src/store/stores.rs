@@ -365,6 +365,53 @@ impl Stores {
         slots.iter().map(|&s| self.pool_with(s, sweeper)).collect()
     }
 
+    /// Removes the SQLite files a previous run of the same `slots` left, so that rerunning an
+    /// identical bench replaces its own stores as hyperfine and criterion reruns do: only when
+    /// every slot's file is there (the store and its `_baseline` sibling: a lone file may be
+    /// someone's store, and is refused by [`Stores::create`] as before), each is an idemcalc
+    /// store, and no process holds any of them. Returns the files removed.
+    pub fn replace_own_sqlite(&self, slots: &[Slot]) -> Result<Vec<PathBuf>, StoreError> {
+        let StoreSpec::Sqlite(path) = &self.spec else {
+            return Ok(Vec::new());
+        };
+        let paths: Vec<PathBuf> = slots.iter().map(|s| suffixed(path, &s.suffix())).collect();
+        let ours = |p: &PathBuf| {
+            rusqlite::Connection::open_with_flags(p, rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY)
+                .and_then(|c| {
+                    c.query_row(
+                        "SELECT count(*) FROM sqlite_master WHERE name IN ('idempotency_keys', 'labels')",
+                        [],
+                        |r| r.get::<_, i64>(0),
+                    )
+                })
+                .is_ok_and(|n| n == 2)
+        };
+        if self.memory || slots.len() < 2 || !paths.iter().all(|p| p.is_file() && ours(p)) {
+            return Ok(Vec::new());
+        }
+        // Held while the files go, so a run that opens one meanwhile is refused, not emptied.
+        let _held = paths
+            .iter()
+            .map(|p| super::exclusive::hold_sqlite(p))
+            .collect::<Result<Vec<_>, _>>()?;
+        for p in &paths {
+            for suffix in ["", "-wal", "-shm"] {
+                let file = PathBuf::from(format!("{}{suffix}", p.display()));
+                match std::fs::remove_file(&file) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => {
+                        return Err(StoreError::Open {
+                            location: file.display().to_string(),
+                            message: format!("cannot replace it: {e}"),
+                        });
+                    }
+                }
+            }
+        }
+        Ok(paths)
+    }
+
     fn refuse_existing(
         &self,
         slot: Slot,

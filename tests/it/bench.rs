@@ -514,6 +514,33 @@ fn the_command_refuses_bad_input_with_exit_code_2() {
     }
 }
 
+/// Issue 53: rerunning an identical `bench --store sqlite:FILE` replaces the two stores the
+/// first run left (the store and its `_baseline` sibling, both idemcalc stores, held by no one),
+/// as hyperfine and criterion reruns do; a lone file named by `--store` (someone's store) is
+/// still refused, and kept.
+#[test]
+fn a_rerun_replaces_the_stores_its_first_run_left_and_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("run.sqlite");
+    let mut c = small(None, None);
+    c.store = Some(path.display().to_string());
+    let first = bench::run(&c).unwrap();
+    assert!(first.ok);
+    let second = bench::run(&c).unwrap();
+    assert!(second.ok, "{}", bench::render_table(&second));
+    let mut reader = other(&path);
+    assert_eq!(
+        reader.count_labels().unwrap(),
+        second.engine.invariants.labels_expected,
+        "the second run's store holds its own labels only"
+    );
+    drop(reader);
+    std::fs::remove_file(dir.path().join("run_baseline.sqlite")).unwrap();
+    let err = bench::run(&c).unwrap_err().to_string();
+    assert!(err.contains("exists already"), "{err}");
+    assert!(path.exists(), "a lone store is kept");
+}
+
 #[test]
 fn a_kept_store_holds_what_the_run_wrote() {
     let dir = tempfile::tempdir().unwrap();
