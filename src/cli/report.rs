@@ -169,9 +169,15 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     }
     let written = report::write_all(&args.out, &summary, report::RunStamp::now())?;
     if !args.quiet {
-        let md = report::MarkdownExporter;
-        use report::Exporter as _;
-        super::print(&String::from_utf8_lossy(&md.serialize(&summary)?))?;
+        // A terminal gets a few lines, a pipe (a CI job's log) the Markdown summary.
+        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+            super::print(&report::text::report_summary(&summary))?;
+        } else {
+            use report::Exporter as _;
+            super::print(&String::from_utf8_lossy(
+                &report::MarkdownExporter.serialize(&summary)?,
+            ))?;
+        }
         super::print(&format!(
             "\nWrote {} to {} in {:.1} s: {}\n",
             plural(written.len() as u64, "file", "files"),

@@ -186,6 +186,25 @@ pub fn decision(r: &Recommendation) -> String {
     out
 }
 
+/// What `report` tells a person at a terminal: the headline's decision in its own sentences
+/// (the first two: the answer and, when it is not the answer, the cheapest) and the number of
+/// scenarios; the full summary is `summary.md`, and the Markdown goes to stdout only when it is
+/// not a terminal (a CI job's log).
+pub fn report_summary(summary: &crate::run::results::Summary) -> String {
+    let mut out = String::new();
+    if let Some(h) = &summary.decision {
+        out.push_str(&format!("Decision ({}):\n", h.scenario));
+        for note in h.recommendation.notes.iter().take(2) {
+            out.push_str(&wrap(note, 94, "  "));
+        }
+    }
+    out.push_str(&format!(
+        "{} run; the full summary is summary.md beside the page.\n",
+        plural(summary.scenarios.len() as u64, "scenario", "scenarios")
+    ));
+    out
+}
+
 /// The decision's heading with why there is none.
 pub fn no_decision(reason: &str) -> String {
     format!("\nDecision\n\n{}", wrap(reason, 94, "  "))
