@@ -100,9 +100,6 @@ pub struct Choice {
     /// The model's share of those after the carrier's window too: its derived key no longer
     /// catches them, and those that had already run become duplicates.
     pub late_after_both_windows_per_day: f64,
-    /// `late_after_purge_per_day` is the replay's count (the split by the carrier's window is
-    /// then not known, and only the model's is shown).
-    pub late_measured: bool,
     /// What the duplicates target is checked on and priced at: what the replay counted at this
     /// retention when it saw any; when it saw none, the model's figure up to the replay's
     /// one-sided bound; the model's figure where nothing was counted.
@@ -396,7 +393,6 @@ fn choice(
             m.late_after_purge_per_day.estimate
         }),
         late_after_both_windows_per_day: v.late_after_both_windows_per_day,
-        late_measured: measured.is_some(),
         duplicate_labels_per_day: duplicates.estimate,
         duplicates_measured: measured.map(|m| m.duplicates_per_day),
         model_duplicate_labels_per_day: v.duplicate_labels_per_day,
@@ -696,7 +692,9 @@ fn targets_text(t: &Targets) -> String {
 /// purge that still come within the carrier's window are caught by its derived key; those
 /// after it are not, and the ones that had already run are the duplicates counted.
 fn carrier_window_note(c: &Choice, carrier_window_s: f64) -> String {
-    if c.late_measured {
+    // Counted by the replay (with its duplicates): the split by the carrier's window is then
+    // not known, and only the model's is.
+    if c.duplicates_measured.is_some() {
         return format!(
             "It is shorter than the carrier's {} window: the replay counted {} late retries after our purge; the carrier's derived key caught those within its window, and the {} real duplicates above are those it did not. If the carrier forgets sooner, more become duplicates (--without-carrier-window, or without_carrier_window = true under a scenario's [budgets], decides on our keys alone).",
             human_duration(carrier_window_s),

@@ -169,22 +169,7 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
     }
     let written = report::write_all(&args.out, &summary, report::RunStamp::now())?;
     if !args.quiet {
-        // A terminal gets a few lines, a pipe (a CI job's log) the Markdown summary.
-        if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
-            super::print(&report::text::report_summary(&summary))?;
-        } else {
-            use report::Exporter as _;
-            super::print(&String::from_utf8_lossy(
-                &report::MarkdownExporter.serialize(&summary)?,
-            ))?;
-        }
-        super::print(&format!(
-            "\nWrote {} to {} in {:.1} s: {}\n",
-            plural(written.len() as u64, "file", "files"),
-            args.out.display(),
-            started.elapsed().as_secs_f64(),
-            args.out.join("index.html").display()
-        ))?;
+        print_summary(&summary, written.len(), &args.out, started)?;
     }
     if summary.interrupted {
         eprintln!("interrupted: the report covers only the simulated time reached before Ctrl-C:");
@@ -215,6 +200,32 @@ pub fn run(args: &ReportArgs) -> anyhow::Result<i32> {
         return Ok(super::EXIT_BUDGET);
     }
     Ok(0)
+}
+
+/// What a run says on stdout: a terminal gets a few lines, a pipe (a CI job's log) the Markdown
+/// summary; then where the files went.
+fn print_summary(
+    summary: &crate::run::results::Summary,
+    files: usize,
+    out: &std::path::Path,
+    started: Instant,
+) -> anyhow::Result<()> {
+    if std::io::IsTerminal::is_terminal(&std::io::stdout()) {
+        super::print(&report::text::report_summary(summary))?;
+    } else {
+        use report::Exporter as _;
+        super::print(&String::from_utf8_lossy(
+            &report::MarkdownExporter.serialize(summary)?,
+        ))?;
+    }
+    super::print(&format!(
+        "\nWrote {} to {} in {:.1} s: {}\n",
+        plural(files as u64, "file", "files"),
+        out.display(),
+        started.elapsed().as_secs_f64(),
+        out.join("index.html").display()
+    ))?;
+    Ok(())
 }
 
 /// Checks `--out` (`crate::output`) before any work: a directory a report was written to

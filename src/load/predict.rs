@@ -39,6 +39,17 @@ pub enum Agreement {
     TooShort,
 }
 
+impl Agreement {
+    /// Its JSON name, which `report --load` reads back and words (`report::live::agreement`):
+    /// serde's, so it is spelled once.
+    pub fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default()
+    }
+}
+
 /// What `simulate` predicts for the run's settings, and whether the two agree.
 #[derive(Debug, Clone, Serialize)]
 pub struct Prediction {

@@ -469,13 +469,8 @@ impl LoadReport {
     /// have to be, and, when late retries fell after the run's end, that a scaled clock brings
     /// them inside it.
     fn agreement_text(&self, p: &Prediction) -> String {
-        let name = match p.agreement {
-            Agreement::Agrees => "agrees",
-            Agreement::Disagrees => "disagrees",
-            Agreement::TooShort => "too_short",
-        };
         let mut text = live::agreement(
-            name,
+            &p.agreement.name(),
             p.run_longer.map(|n| live::TooShort {
                 interval_over_prediction: p.interval_over_prediction.unwrap_or(f64::INFINITY),
                 max_interval_over_prediction: p.max_interval_over_prediction,

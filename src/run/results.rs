@@ -80,52 +80,10 @@ pub struct WhatIfStart {
     /// The model's decision alone at these inputs (no measurement, no bytes-per-record
     /// interval): what the page's script computes when no run decided.
     pub model_decision: Option<Choice>,
-    /// The headline's decision at every retention it weighed, as the page's script re-weighs
-    /// it when a control moves (empty when no run decided): at the card's inputs the script
-    /// computes the card's numbers.
-    pub evidence: Vec<EvidencePoint>,
-    /// The headline's decision at every retention it weighed (empty when no run decided).
+    /// The headline's decision at every retention it weighed (empty when no run decided): what
+    /// the page's script re-weighs when a control moves, so at the card's inputs it computes the
+    /// card's numbers.
     pub weighed: Vec<Choice>,
-}
-
-/// One retention the headline's decision weighed, in the parts the page's script scales.
-#[derive(Debug, Clone, Copy, Serialize)]
-pub struct EvidencePoint {
-    pub retention_s: f64,
-    pub records: f64,
-    /// The ends of the store's 95 % interval over the store (records and bytes per record
-    /// together).
-    pub store_ci95_rel: [f64; 2],
-    /// The day's peak over its mean.
-    pub peak_ratio: f64,
-    pub duplicates: f64,
-    pub duplicates_ci95: [f64; 2],
-}
-
-impl EvidencePoint {
-    pub fn of(c: &Choice) -> Self {
-        let ratio = |x: f64| {
-            if c.store_bytes > 0.0 {
-                x / c.store_bytes
-            } else {
-                1.0
-            }
-        };
-        EvidencePoint {
-            retention_s: c.retention_s,
-            records: c.store_records,
-            store_ci95_rel: c
-                .store_bytes_ci95
-                .map_or([1.0, 1.0], |[low, high]| [ratio(low), ratio(high)]),
-            peak_ratio: ratio(c.peak_store_bytes),
-            duplicates: c.duplicate_labels_per_day,
-            duplicates_ci95: c
-                .duplicates_measured
-                .map_or([c.duplicate_labels_per_day; 2], |m| {
-                    [m.ci95_low, m.ci95_high]
-                }),
-        }
-    }
 }
 
 #[derive(Debug, Clone, Serialize)]

@@ -2,7 +2,7 @@
 //! results: the report computes no model figure and makes no decision, so the figures the page
 //! starts from, and checks its script against, are computed here.
 
-use super::results::{EvidencePoint, Headline, ScenarioResult, WhatIfStart};
+use super::results::{Headline, ScenarioResult, WhatIfStart};
 use crate::decision::{DecisionInputs, Targets, decide};
 use crate::model;
 use crate::traffic::RetryDelay;
@@ -60,9 +60,6 @@ pub fn start(scenarios: &[ScenarioResult], headline: Option<&Headline>) -> WhatI
             None => model_decision.clone(),
         },
         model_decision,
-        evidence: decided
-            .map(|(_, rec)| rec.candidates.iter().map(EvidencePoint::of).collect())
-            .unwrap_or_default(),
         weighed: decided
             .map(|(_, rec)| rec.candidates.clone())
             .unwrap_or_default(),

@@ -1,31 +1,8 @@
 //! SQLite's write-ahead log under a continuous writer (issue 50, item 3).
 
-use crate::common::{Server, TOKEN};
+use crate::common::{Server, TOKEN, client};
 use std::process::{Command, Stdio};
 use std::time::Duration;
-
-/// A metric's value from the server's `/metrics`.
-fn metric(s: &Server, name: &str) -> f64 {
-    let text = client()
-        .get(s.url("/metrics"))
-        .send()
-        .unwrap()
-        .text()
-        .unwrap();
-    text.lines()
-        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-        .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
-}
-
-/// A client that opens a connection per request, as `tests/it/serve.rs`'s.
-fn client() -> reqwest::blocking::Client {
-    idemcalc::load::install_tls_provider();
-    reqwest::blocking::Client::builder()
-        .timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap()
-}
 
 /// SQLite's write-ahead log stays bounded while `serve` (under `load` at 1,500/s) and the bench
 /// (flat out, both its sides) write for a minute on one machine. Before, the log never started
@@ -88,7 +65,7 @@ fn sqlite_wal_stays_bounded_while_serve_and_bench_write_for_a_minute() {
     }
     load.wait().unwrap();
     bench.wait().unwrap();
-    let purchases = metric(&s, "idemcalc_carrier_purchases_total");
+    let purchases = s.metric(&client(), "idemcalc_carrier_purchases_total");
     assert!(
         purchases > 10_000.0,
         "serve wrote too little to test: {purchases}"

@@ -3,7 +3,7 @@
 
 use crate::common;
 
-use common::{PG_URL_VAR, REDIS_URL_VAR, Server, TOKEN, signal};
+use common::{PG_URL_VAR, REDIS_URL_VAR, Server, TOKEN, client, signal};
 use idemcalc::store::Store as _;
 use reqwest::blocking::{Client, RequestBuilder};
 use std::io::{Read as _, Write as _};
@@ -27,34 +27,11 @@ impl Server {
         }
         r
     }
-
-    fn metric(&self, client: &Client, name: &str) -> f64 {
-        let text = client
-            .get(self.url("/metrics"))
-            .send()
-            .unwrap()
-            .text()
-            .unwrap();
-        text.lines()
-            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
-    }
 }
 
 /// The SQLite store at `path`, opened by the test: it opens only once the server has released it.
 fn reopen(path: &std::path::Path) -> idemcalc::store::SqliteStore {
     idemcalc::store::SqliteStore::open(path, &Default::default()).unwrap()
-}
-
-/// A client that opens a connection per request: a kept-alive one could be closed by the
-/// server's header deadline just as a test reuses it.
-fn client() -> Client {
-    idemcalc::load::install_tls_provider();
-    Client::builder()
-        .timeout(Duration::from_secs(60))
-        .pool_max_idle_per_host(0)
-        .build()
-        .unwrap()
 }
 
 /// The stores every status-table test runs on: SQLite always, PostgreSQL and Redis when their

@@ -8,6 +8,7 @@ use super::HtmlError;
 use super::whatif::{
     CONTROLS, COST_BUDGET, KEY, OUTPUTS, RESPONSE, STORE_BUDGET, TARGET, control_steps, no_budget,
 };
+use crate::decision::Choice;
 use crate::model;
 use crate::report::charts::{self, SimPoint};
 use crate::report::vocabulary::{Quantity, show};
@@ -50,8 +51,9 @@ pub(super) fn data(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, Htm
         );
         // The decision the script must reproduce at the starting inputs: the headline's, from
         // its evidence, or without one the model's.
-        o.insert("evidence".into(), serde_json::to_value(&start.evidence)?);
-        let decision = if start.evidence.is_empty() {
+        let evidence: Vec<EvidencePoint> = start.weighed.iter().map(EvidencePoint::of).collect();
+        o.insert("evidence".into(), serde_json::to_value(&evidence)?);
+        let decision = if evidence.is_empty() {
             start.model_decision.as_ref()
         } else {
             start.decision.as_ref()
@@ -74,6 +76,46 @@ pub(super) fn data(start: &WhatIfStart, sims: &[SimPoint]) -> Result<String, Htm
     // Nothing in a script element may look like `</script>` or `<!--`; `<` only occurs inside
     // JSON strings, where `\u003c` reads the same.
     Ok(serde_json::to_string(&json)?.replace('<', "\\u003c"))
+}
+
+/// One retention the headline's decision weighed, in the parts the page's script scales.
+#[derive(Debug, Clone, Copy, serde::Serialize)]
+struct EvidencePoint {
+    retention_s: f64,
+    records: f64,
+    /// The ends of the store's 95 % interval over the store (records and bytes per record
+    /// together).
+    store_ci95_rel: [f64; 2],
+    /// The day's peak over its mean.
+    peak_ratio: f64,
+    duplicates: f64,
+    duplicates_ci95: [f64; 2],
+}
+
+impl EvidencePoint {
+    fn of(c: &Choice) -> Self {
+        let ratio = |x: f64| {
+            if c.store_bytes > 0.0 {
+                x / c.store_bytes
+            } else {
+                1.0
+            }
+        };
+        EvidencePoint {
+            retention_s: c.retention_s,
+            records: c.store_records,
+            store_ci95_rel: c
+                .store_bytes_ci95
+                .map_or([1.0, 1.0], |[low, high]| [ratio(low), ratio(high)]),
+            peak_ratio: ratio(c.peak_store_bytes),
+            duplicates: c.duplicate_labels_per_day,
+            duplicates_ci95: c
+                .duplicates_measured
+                .map_or([c.duplicate_labels_per_day; 2], |m| {
+                    [m.ci95_low, m.ci95_high]
+                }),
+        }
+    }
 }
 
 /// The short names of the URL fragment (`#retention=259200`), each with the control it sets: the

@@ -112,33 +112,29 @@ impl Replay<'_> {
 
     /// The carrier answered; a label it sold (not replayed) is counted per parcel.
     fn carrier_answered(&mut self, id: u64, reply: &CarrierReply) {
-        if let CarrierResult::Label {
-            label,
-            replayed: false,
-        } = &reply.result
-            && let Some(info) = self.sends.get_mut(&id)
-        {
-            info.bought_label = true;
-            let (caller, order_id, w) = (info.caller, info.order_id, info.weight);
-            let n = self.sold.entry((caller, order_id)).or_insert(0);
-            *n += 1;
-            if *n == 2 {
-                self.t.parcels_two_labels.add(w);
-            }
-            if *n >= 2 {
-                self.t.duplicates.add(w);
-            }
-            self.purchases.push((label.label_id.clone(), w));
-        } else if let CarrierResult::Label { .. } = &reply.result
-            && let Some(info) = self.sends.get_mut(&id)
-        {
-            info.bought_label = true;
-        }
-        if let CarrierResult::Label { .. } = &reply.result
-            && let Some(ev) = self.sends.get(&id).and_then(|i| i.event)
-        {
+        let CarrierResult::Label { label, replayed } = &reply.result else {
+            return;
+        };
+        let Some(info) = self.sends.get_mut(&id) else {
+            return;
+        };
+        info.bought_label = true;
+        if let Some(ev) = info.event {
             self.evidence.labelled(ev);
         }
+        if *replayed {
+            return;
+        }
+        let (caller, order_id, w) = (info.caller, info.order_id, info.weight);
+        let n = self.sold.entry((caller, order_id)).or_insert(0);
+        *n += 1;
+        if *n == 2 {
+            self.t.parcels_two_labels.add(w);
+        }
+        if *n >= 2 {
+            self.t.duplicates.add(w);
+        }
+        self.purchases.push((label.label_id.clone(), w));
     }
 
     /// The attempt's process was killed at `point`.

@@ -492,6 +492,17 @@ pub fn spawn_listening(args: &[&str]) -> (Killed, String) {
 /// (`tok-returns` names the caller `returns`).
 pub const TOKEN: &str = "tok-fulfilment";
 
+/// A client that opens a connection per request: a kept-alive one could be closed by the
+/// server's header deadline just as a test reuses it.
+pub fn client() -> reqwest::blocking::Client {
+    idemcalc::load::install_tls_provider();
+    reqwest::blocking::Client::builder()
+        .timeout(std::time::Duration::from_secs(60))
+        .pool_max_idle_per_host(0)
+        .build()
+        .unwrap()
+}
+
 /// A running `idemcalc serve`: killed (SIGTERM, then SIGKILL) if the test ends without
 /// stopping it. Its callers file and stderr live in `dir`.
 pub struct Server {
@@ -542,6 +553,19 @@ impl Server {
     /// [`Server::start`] on the SQLite file at `path`.
     pub fn on_sqlite(path: &std::path::Path, args: &[&str]) -> Server {
         Server::start(&format!("sqlite:{}", path.display()), args)
+    }
+
+    /// A metric's value from the server's `/metrics`.
+    pub fn metric(&self, client: &reqwest::blocking::Client, name: &str) -> f64 {
+        let text = client
+            .get(self.url("/metrics"))
+            .send()
+            .unwrap()
+            .text()
+            .unwrap();
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+            .unwrap_or_else(|| panic!("{name} not in /metrics:\n{text}"))
     }
 
     pub fn url(&self, path: &str) -> String {
