@@ -109,17 +109,16 @@ fn per_record(bytes: u64, n: u64) -> f64 {
     bytes as f64 / n.max(1) as f64
 }
 
-/// Prints the store's size per live record (and per label) and returns the sizes.
+/// Prints the store's size per live record and returns the sizes.
 fn print_bytes(label: &str, store: &mut dyn Store) -> anyhow::Result<StoreBytes> {
     let b = store.bytes()?;
     let (keys, labels) = (store.count_keys()?, store.count_labels()?);
     println!(
-        "  {label:<30} {keys:>7} keys {:>11} B = {:>6.1} B/record (table+pk {:>6.1}, expires_at index {:>5.1}); {labels} labels {:>5.1} B/label",
+        "  {label:<30} {keys:>7} keys {:>11} B = {:>6.1} B/record (table+pk {:>6.1}, expires_at index {:>5.1}); {labels} labels",
         b.keys_bytes(),
         per_record(b.keys_bytes(), keys),
         per_record(b.keys_table_bytes, keys),
         per_record(b.keys_index_bytes, keys),
-        per_record(b.labels_bytes, labels),
     );
     Ok(b)
 }

@@ -8,8 +8,9 @@
 use crate::carrier::{CarrierReply, CarrierResult};
 use crate::clock::{Millis, VirtualClock};
 use crate::engine::{Attempt, Begun, DiePoint, Engine, EngineError, Finished, Request, Response};
+use crate::sim::Map;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::BinaryHeap;
 
 /// One request put on the wire by a client.
 #[derive(Debug, Clone)]
@@ -124,11 +125,11 @@ pub struct Flow {
     engine: Engine,
     clock: VirtualClock,
     queue: BinaryHeap<Reverse<(Millis, u64)>>,
-    events: HashMap<u64, (Millis, Event)>,
+    events: Map<u64, (Millis, Event)>,
     seq: u64,
-    inflight: HashMap<u64, InFlight>,
+    inflight: Map<u64, InFlight>,
     /// Clients still listening, with when they sent: only requests with a deadline.
-    waiting: HashMap<u64, Millis>,
+    waiting: Map<u64, Millis>,
 }
 
 impl Flow {
@@ -137,10 +138,10 @@ impl Flow {
             engine,
             clock,
             queue: BinaryHeap::new(),
-            events: HashMap::new(),
+            events: Map::default(),
             seq: 0,
-            inflight: HashMap::new(),
-            waiting: HashMap::new(),
+            inflight: Map::default(),
+            waiting: Map::default(),
         }
     }
 

@@ -119,16 +119,15 @@ pub struct LabelRow {
     pub order_space: String,
 }
 
-/// Bytes the store occupies, split so "bytes per record" can be measured with and without the
-/// labels table and the secondary index.
+/// Bytes the key records occupy: what a retention costs. The labels table, which no sweep
+/// empties and which a label service keeps whatever the retention, is not counted (nor read:
+/// on SQLite it is most of the file, and `dbstat` walks every page it is asked about).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
 pub struct StoreBytes {
     /// The key records themselves (the primary-key b-tree, which holds the rows).
     pub keys_table_bytes: u64,
     /// The `expires_at` index the sweeper scans.
     pub keys_index_bytes: u64,
-    /// The labels table and its unique index.
-    pub labels_bytes: u64,
 }
 
 impl StoreBytes {

@@ -861,7 +861,6 @@ impl Store for RedisStore {
         Ok(StoreBytes {
             keys_table_bytes,
             keys_index_bytes: keys_index_bytes.unwrap_or(0),
-            labels_bytes: self.labels.bytes()?.labels_bytes,
         })
     }
 

@@ -23,8 +23,8 @@
 
 use super::tallies::CandidateTally;
 use crate::clock::Millis;
+use crate::sim::Map;
 use crate::sweeper::Sweeper;
-use std::collections::HashMap;
 
 /// One retention to count, with the sweeper the store would run at it.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -75,8 +75,8 @@ struct Event {
 /// The log of every request that reached the engine, kept for [`Evidence::count`].
 #[derive(Debug, Default)]
 pub(super) struct Evidence {
-    records: HashMap<String, u32>,
-    parcels: HashMap<(u32, i64), u32>,
+    records: Map<String, u32>,
+    parcels: Map<(u32, i64), u32>,
     events: Vec<Event>,
 }
 

@@ -12,10 +12,10 @@ use crate::clock::{Millis, VirtualClock};
 use crate::engine::{Engine, OrderSpace, Request, Response};
 use crate::sim::flow::{Flow, Send};
 use crate::sim::request_log::RequestLog;
+use crate::sim::{Map, Set};
 use crate::traffic::RetryDelay;
 use rand::rngs::StdRng;
 use rand::{RngExt as _, SeedableRng};
-use std::collections::{HashMap, HashSet};
 
 /// Which part of the traffic an intent was drawn from, each replayed at its own sample.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,8 +101,8 @@ pub(super) struct Replay<'a> {
     tilt_q: f64,
     tail_from_s: f64,
     tail_mass: f64,
-    pub(super) intents: HashMap<u64, Intent>,
-    pub(super) sends: HashMap<u64, SendInfo>,
+    pub(super) intents: Map<u64, Intent>,
+    pub(super) sends: Map<u64, SendInfo>,
     next_send: u64,
     /// The next order number, per stratum in the shared order space, of the next group of
     /// namesakes in per-tenant ones (see [`Replay::arrive`]).
@@ -113,18 +113,18 @@ pub(super) struct Replay<'a> {
     next_intent: u64,
     /// Live records with the weight each stands for, mirrored from claims and the sweeper's
     /// purged keys, so the weighted store size needs no query.
-    pub(super) live: HashMap<String, f64>,
+    pub(super) live: Map<String, f64>,
     /// Σw and Σw² over `live`: the store's estimate and its Poisson variance.
     pub(super) live_weight: f64,
     pub(super) live_weight_sq: f64,
     /// Every record the sweeper purged and no request has claimed again: the exact set the
     /// engine's Bloom filter approximates.
-    pub(super) purged: HashSet<String>,
-    pub(super) first_body: HashMap<String, u64>,
-    pub(super) creator: HashMap<String, u32>,
-    pub(super) running: HashMap<String, u32>,
+    pub(super) purged: Set<String>,
+    pub(super) first_body: Map<String, u64>,
+    pub(super) creator: Map<String, u32>,
+    pub(super) running: Map<String, u32>,
     /// Labels the carrier sold per (caller, order): the seed's "more than one label per parcel".
-    pub(super) sold: HashMap<(u32, i64), u32>,
+    pub(super) sold: Map<(u32, i64), u32>,
     /// Label ids the carrier sold, with the weight of the intent that bought them.
     pub(super) purchases: Vec<(String, f64)>,
     /// Records whose attempt died inside txn 2 after buying a label, to read back from the
@@ -178,20 +178,20 @@ impl<'a> Replay<'a> {
             tilt_q,
             tail_from_s,
             tail_mass,
-            intents: HashMap::new(),
-            sends: HashMap::new(),
+            intents: Map::default(),
+            sends: Map::default(),
             next_send: 0,
             next_order: [0, 0],
             namesakes: namesakes(cfg),
             next_intent: 0,
-            live: HashMap::new(),
+            live: Map::default(),
             live_weight: 0.0,
             live_weight_sq: 0.0,
-            purged: HashSet::new(),
-            first_body: HashMap::new(),
-            creator: HashMap::new(),
-            running: HashMap::new(),
-            sold: HashMap::new(),
+            purged: Set::default(),
+            first_body: Map::default(),
+            creator: Map::default(),
+            running: Map::default(),
+            sold: Map::default(),
             purchases: Vec::new(),
             crashed_in_txn2: Vec::new(),
             completed_at_crash: Vec::new(),

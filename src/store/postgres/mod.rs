@@ -299,8 +299,7 @@ impl Store for PostgresStore {
             Sweeper::Delete => {
                 "SELECT pg_table_size('idempotency_keys'::regclass)
                         + pg_relation_size('idempotency_keys_pkey'::regclass),
-                        pg_relation_size('idempotency_keys_expires_at'::regclass),
-                        pg_total_relation_size('labels'::regclass)"
+                        pg_relation_size('idempotency_keys_expires_at'::regclass)"
             }
             // A partitioned table has no storage of its own: its leaves hold the rows, each
             // with its share of the primary key, and there is no expires_at index.
@@ -310,8 +309,7 @@ impl Store for PostgresStore {
                         + (SELECT COALESCE(sum(pg_relation_size(t.relid)), 0)::int8
                              FROM pg_partition_tree('idempotency_keys_pkey'::regclass) t
                             WHERE t.isleaf),
-                        0::int8,
-                        pg_total_relation_size('labels'::regclass)"
+                        0::int8"
             }
         };
         let row = self.retrying("the store's sizes", deadline::STATEMENT_TIMEOUT, |c| {
@@ -325,7 +323,6 @@ impl Store for PostgresStore {
         Ok(StoreBytes {
             keys_table_bytes: get(0)?,
             keys_index_bytes: get(1)?,
-            labels_bytes: get(2)?,
         })
     }
 
