@@ -744,7 +744,7 @@ fn write_ceiling(out: &mut String, c: &Ceiling) {
 /// This run against a saved one: the change with its interval (never below −100 %), the
 /// verdict, and when the interval cannot tell, the runs that would.
 fn write_comparison(out: &mut String, c: &Comparison) {
-    let pct = |x: f64| format!("{:+.1} %", x * 100.0);
+    let pct = runs::change_text;
     let interval = match (c.change_low, c.change_high) {
         (Some(l), Some(h)) => format!("95 % interval {} to {}", pct(l), pct(h)),
         _ => "no interval with one run a side".to_string(),

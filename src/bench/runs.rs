@@ -103,11 +103,36 @@ pub fn paired_logs(engine: &[f64], baseline: &[f64]) -> LogSamples {
 pub fn ratio_interval_text(q: &MeanInterval) -> Option<String> {
     match (q.low, q.high) {
         (Some(l), Some(h)) => Some(format!(
-            "95 % interval {l:.2} to {h:.2} ({} paired runs)",
+            "95 % interval {} to {} ({} paired runs)",
+            ratio_text(l),
+            ratio_text(h),
             q.n
         )),
         _ => None,
     }
+}
+
+/// A ratio to two decimals, or to two significant digits below 0.1, so a bound above 0 is
+/// never printed as `0.00`.
+pub fn ratio_text(x: f64) -> String {
+    if x >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        crate::format::significant(x, 2)
+    }
+}
+
+/// A change as a signed percentage to one decimal, with more decimals near −100 % so a bound
+/// above −100 % is never printed as `-100.0 %`.
+pub fn change_text(x: f64) -> String {
+    let p = x * 100.0;
+    let left = 100.0 + p;
+    let decimals = if left > 0.0 && left < 0.1 {
+        (-left.log10()).ceil() as usize + 1
+    } else {
+        1
+    };
+    format!("{p:+.decimals$} %")
 }
 
 /// The mean of `xs` with a Student t 95 % interval: what a report draws as a side's whisker,

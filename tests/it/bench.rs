@@ -1159,6 +1159,11 @@ fn the_paired_ratio_is_a_geometric_mean_whose_interval_stays_above_zero() {
         wild.low.unwrap() > 0.0 && wild.high.unwrap() > wild.mean,
         "{wild:?}"
     );
+    // Bounds above 0 and above −100 % are never printed as 0 or −100 %.
+    assert_eq!(bench::runs::ratio_text(0.0042), "0.0042");
+    assert_eq!(bench::runs::ratio_text(0.456), "0.46");
+    assert_eq!(bench::runs::change_text(-0.99996), "-99.9960 %");
+    assert_eq!(bench::runs::change_text(0.0512711), "+5.1 %");
     // One pair: no interval, and nothing to resolve.
     let one = paired_ratio(&[900.0], &[1000.0]);
     assert!((one.mean - 0.9).abs() < 1e-12 && one.low.is_none());
