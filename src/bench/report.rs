@@ -18,7 +18,10 @@ use std::fmt::Write as _;
 /// Bumped when a field changes meaning or goes away; new fields do not bump it. 2: figures are
 /// means over `--runs` runs, `creates_per_s` counts 201s that created a label only (not
 /// replays, 409s or 422s), `config.slices`/`slices_run` became `config.runs`/`runs_done`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `ratio` is the geometric mean of the paired ratios with its interval on the log scale,
+/// `comparison.change` the ratio of the geometric means − 1, `comparison.verdict` may be
+/// `too_wide`, `ceiling.engine_share` the ratio of geometric means (issue 53).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One run of one side.
 #[derive(Debug, Clone, PartialEq, Serialize)]

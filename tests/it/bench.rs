@@ -490,7 +490,20 @@ fn the_command_prints_the_figures_as_json() {
         assert!(v["latency_us"][p].as_u64().unwrap() > 0, "{p}");
         assert!(v["baseline_latency_us"][p].as_u64().unwrap() > 0, "{p}");
     }
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
+    // Issue 53's fields: the ratio's resolution, the ceiling's slices and the share's interval,
+    // the machine before the run.
+    assert!(v["ratio_resolution"]["too_wide"].is_boolean(), "{v}");
+    assert!(v["ratio"]["low"].as_f64().unwrap() > 0.0, "{v}");
+    let c = &v["ceiling"];
+    assert_eq!(
+        c["per_s_spread"]["n"].as_u64(),
+        Some(bench::ceiling::CEILING_SLICES as u64),
+        "{c}"
+    );
+    assert!(c["engine_share_ci95"]["low"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["share_is_noise"].is_boolean(), "{c}");
+    assert!(v["machine"].get("cpu_busy_before").is_some(), "{v}");
     assert_eq!(v["commit_mode"], "sqlite:group");
     assert_eq!(v["ok"], true);
     assert_eq!(v["engine"]["invariants"]["ok"], true);
