@@ -122,3 +122,111 @@ impl MeanInterval {
         }
     }
 }
+
+/// The two-sided 97.5 % quantile of Student's t with `df` degrees of freedom: the half-width
+/// factor of every t interval here. `None` without a degree of freedom.
+pub fn t975(df: f64) -> Option<f64> {
+    use statrs::distribution::{ContinuousCDF, StudentsT};
+    if !(df > 0.0 && df.is_finite()) {
+        return None;
+    }
+    StudentsT::new(0.0, 1.0, df)
+        .ok()
+        .map(|t| t.inverse_cdf(0.975))
+}
+
+/// Positive samples on the log scale: a ratio of rates is multiplicative, so its interval is
+/// built on logs and exponentiated, and can never reach 0 (or a change below −100 %), as a t
+/// interval on the ratios themselves does with a few noisy runs.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LogSamples {
+    pub n: usize,
+    /// Mean of the logs: the log of the geometric mean.
+    pub mean: f64,
+    /// Sample standard deviation of the logs (n − 1); 0 with one sample.
+    pub sd: f64,
+}
+
+impl LogSamples {
+    /// The logs of the positive, finite samples; others (a run that created nothing) have no
+    /// log and are left out.
+    pub fn of(xs: &[f64]) -> Self {
+        let logs: Vec<f64> = xs
+            .iter()
+            .filter(|x| x.is_finite() && **x > 0.0)
+            .map(|x| x.ln())
+            .collect();
+        let s = Spread::of(&logs);
+        Self {
+            n: s.n,
+            mean: s.mean,
+            sd: s.sd,
+        }
+    }
+
+    /// The geometric mean of one sample of ratios (paired runs) with its Student t 95 %
+    /// interval on the logs, exponentiated; no interval from fewer than two.
+    pub fn geometric_interval(&self) -> MeanInterval {
+        let half = t975(self.n as f64 - 1.0).map(|t| t * self.sd / (self.n as f64).sqrt());
+        MeanInterval {
+            n: self.n,
+            mean: self.mean.exp(),
+            low: half.map(|h| (self.mean - h).exp()),
+            high: half.map(|h| (self.mean + h).exp()),
+        }
+    }
+
+    /// `self` over `other`, two independent samples: the ratio of their geometric means with a
+    /// Welch t 95 % interval on the difference of the mean logs, exponentiated. `n` is this
+    /// sample's; no interval without two samples a side.
+    pub fn ratio_interval(&self, other: &LogSamples) -> MeanInterval {
+        let diff = self.mean - other.mean;
+        let half = if self.n < 2 || other.n < 2 {
+            None
+        } else {
+            let (va, vb) = (
+                self.sd.powi(2) / self.n as f64,
+                other.sd.powi(2) / other.n as f64,
+            );
+            welch_t975(va, self.n, vb, other.n).map(|t| t * (va + vb).sqrt())
+        };
+        MeanInterval {
+            n: self.n,
+            mean: diff.exp(),
+            low: half.map(|h| (diff - h).exp()),
+            high: half.map(|h| (diff + h).exp()),
+        }
+    }
+}
+
+/// Student's t quantile at the Welch–Satterthwaite degrees of freedom of two samples' variances
+/// of the mean; with no variance at all any quantile gives a half-width of 0.
+fn welch_t975(va: f64, na: usize, vb: f64, nb: usize) -> Option<f64> {
+    if va + vb == 0.0 {
+        return Some(0.0);
+    }
+    let df = (va + vb).powi(2) / (va.powi(2) / (na - 1) as f64 + vb.powi(2) / (nb - 1) as f64);
+    t975(df)
+}
+
+/// The fewest samples `n` (each side, for two) whose 95 % interval on the log scale has a
+/// half-width of at most `ln(1 + change)`: the solution of `n = (t·s / ln(1 + change))²`, where
+/// t depends on n, found by counting up. `sd_logs` are the observed standard deviations of the
+/// logs, one for a single sample of ratios (t with n − 1 degrees of freedom), two for two
+/// independent samples (Welch's degrees of freedom at n a side). `None` when more than `limit`
+/// would be needed, or the spread or the change is not a positive number.
+pub fn samples_to_resolve(sd_logs: &[f64], change: f64, limit: usize) -> Option<usize> {
+    let target = (1.0 + change).ln();
+    if !(target > 0.0 && target.is_finite()) || sd_logs.iter().any(|s| !s.is_finite()) {
+        return None;
+    }
+    (2..=limit).find(|&n| {
+        let var: Vec<f64> = sd_logs.iter().map(|s| s.powi(2) / n as f64).collect();
+        let half = match var.as_slice() {
+            [v] => t975(n as f64 - 1.0).map(|t| t * v.sqrt()),
+            [va, vb] => welch_t975(*va, n, *vb, n).map(|t| t * (va + vb).sqrt()),
+            _ => None,
+        };
+        half.is_some_and(|h| h <= target)
+    })
+}

@@ -6,7 +6,14 @@
 //! directory (as `pg_test_fsync` does). PostgreSQL: one-row autocommit inserts into a scratch
 //! table of the bench's schema, on `--pool` connections at once, dropped afterwards. Redis:
 //! `PING` on `--pool` connections at once.
+//!
+//! A fsync rate on a shared disk moves from one second to the next (3,542 then 569 flushes/s
+//! in two runs of issue 53), so each is measured as [`CEILING_SLICES`] back-to-back slices and
+//! reported with their spread; the engine's share of it gets an interval on the log scale, and
+//! is called noise when the slices spread more than the runs may.
 
+use super::runs::{MeanInterval, NOISY_RELATIVE_SD, Spread};
+use crate::stats::LogSamples;
 use crate::store::{PgPool, RedisStore, StoreError, Synchronous};
 use serde::Serialize;
 use std::io::{Seek, SeekFrom, Write};
@@ -15,8 +22,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread;
 use std::time::{Duration, Instant};
 
-/// How long each ceiling loop runs, at most; a short run gets its own duration.
-pub const CEILING_TIME: Duration = Duration::from_secs(1);
+/// How long each slice of a ceiling runs, at most; a short run's slices get its own duration.
+pub const CEILING_SLICE: Duration = Duration::from_millis(400);
+/// Slices per ceiling: enough for a spread (σ, min, max) and a t interval, 2 s at most in all.
+pub const CEILING_SLICES: usize = 5;
 /// The size of each flushed write: one page.
 const WRITE_BYTES: usize = 8192;
 
@@ -26,13 +35,22 @@ pub struct Ceiling {
     pub unit: String,
     /// Connections the loop ran on at once.
     pub connections: u32,
+    /// The mean of the slices' rates.
     pub per_s: f64,
+    /// The slices' rates: how far the ceiling moved while it was measured.
+    pub per_s_spread: Spread,
     /// Units one create needs: 2 (two transactions, or two scripts); with group commit the
     /// measured physical commits per create.
     pub per_create: f64,
     pub creates_per_s: f64,
-    /// The engine's mean creates/s over this ceiling.
+    /// The engine's creates/s over this ceiling's: the ratio of the geometric means of the
+    /// engine's runs and the ceiling's slices (the estimate of `engine_share_ci95`).
     pub engine_share: f64,
+    /// That share with its Welch t 95 % interval on the logs; no interval with one run.
+    pub engine_share_ci95: MeanInterval,
+    /// The slices spread more than [`NOISY_RELATIVE_SD`] of their mean: the share says more
+    /// about the disk's (server's) moment than about the engine.
+    pub share_is_noise: bool,
     /// What qualifies the figure, e.g. that commits at synchronous=normal do not flush.
     pub note: Option<String>,
 }
@@ -79,12 +97,23 @@ fn rate<C: Send>(
     })
 }
 
-/// Flushes per second of small writes with `fdatasync` on a temporary file in `dir`.
-pub fn sqlite_flushes(dir: &Path, length: Duration) -> Result<f64, String> {
+/// [`CEILING_SLICES`] back-to-back slices of [`rate`], each `length` long.
+fn rates<C: Send>(
+    conns: &mut [C],
+    length: Duration,
+    op: impl Fn(&mut C) -> Result<(), String> + Sync,
+) -> Result<Vec<f64>, String> {
+    (0..CEILING_SLICES)
+        .map(|_| rate(conns, length, &op))
+        .collect()
+}
+
+/// Flushes per second of small writes with `fdatasync` on a temporary file in `dir`, per slice.
+pub fn sqlite_flushes(dir: &Path, length: Duration) -> Result<Vec<f64>, String> {
     let mut file = tempfile::NamedTempFile::new_in(dir)
         .map_err(|e| format!("{}: cannot create the flush test file: {e}", dir.display()))?;
     let page = vec![0x5au8; WRITE_BYTES];
-    rate(&mut [file.as_file_mut()], length, |f| {
+    rates(&mut [file.as_file_mut()], length, |f| {
         f.seek(SeekFrom::Start(0))
             .and_then(|_| f.write_all(&page))
             .and_then(|_| f.sync_data())
@@ -103,13 +132,13 @@ pub fn sqlite_note(synchronous: Synchronous) -> Option<String> {
 }
 
 /// One-row autocommit inserts per second into a scratch table of `pool`'s schema, on `conns`
-/// connections at once; the table is dropped afterwards.
+/// connections at once, per slice; the table is dropped afterwards.
 pub fn postgres_commits(
     pool: &PgPool,
     conns: u32,
     synchronous: Synchronous,
     length: Duration,
-) -> Result<f64, StoreError> {
+) -> Result<Vec<f64>, StoreError> {
     let table = format!("\"{}\".bench_ceiling", pool.schema().replace('"', "\"\""));
     let sync = if synchronous == Synchronous::Off {
         "off"
@@ -136,7 +165,7 @@ pub fn postgres_commits(
         .batch_execute(&format!("CREATE TABLE {table} (id int8)"))
         .map_err(|e| corrupt("create its table", e))?;
     let insert = format!("INSERT INTO {table} VALUES (1)");
-    let measured = rate(&mut stores, length, |s| {
+    let measured = rates(&mut stores, length, |s| {
         s.client()
             .map_err(|e| e.to_string())?
             .batch_execute(&insert)
@@ -163,9 +192,12 @@ pub fn postgres_note(synchronous: Synchronous, conns: u32) -> Option<String> {
     }
 }
 
-/// Round trips (`PING`) per second on each of `stores` at once.
-pub fn redis_round_trips(mut stores: Vec<RedisStore>, length: Duration) -> Result<f64, String> {
-    rate(&mut stores, length, |s| {
+/// Round trips (`PING`) per second on each of `stores` at once, per slice.
+pub fn redis_round_trips(
+    mut stores: Vec<RedisStore>,
+    length: Duration,
+) -> Result<Vec<f64>, String> {
+    rates(&mut stores, length, |s| {
         let (con, ..) = s.raw();
         redis::cmd("PING")
             .query::<String>(con)
@@ -175,30 +207,43 @@ pub fn redis_round_trips(mut stores: Vec<RedisStore>, length: Duration) -> Resul
 }
 
 impl Ceiling {
+    /// `slices`: the ceiling's rate per slice; `engine_runs`: the engine's creates/s per run.
     pub fn new(
         unit: &str,
         connections: u32,
-        per_s: f64,
+        slices: &[f64],
         per_create: f64,
-        engine_creates_per_s: f64,
+        engine_runs: &[f64],
         note: Option<String>,
     ) -> Self {
-        let creates_per_s = if per_create > 0.0 {
-            per_s / per_create
+        let spread = Spread::of(slices);
+        let per_create_ok = per_create > 0.0 && per_create.is_finite();
+        let creates: Vec<f64> = slices
+            .iter()
+            .filter(|_| per_create_ok)
+            .map(|x| x / per_create)
+            .collect();
+        let (engine, ceiling) = (LogSamples::of(engine_runs), LogSamples::of(&creates));
+        // No positive sample on either side: no share to speak of, rather than exp(0) = 1.
+        let share = if engine.n == 0 || ceiling.n == 0 {
+            MeanInterval::default()
         } else {
-            0.0
+            engine.ratio_interval(&ceiling)
         };
         Self {
             unit: unit.to_string(),
             connections,
-            per_s,
+            per_s: spread.mean,
+            per_s_spread: spread,
             per_create,
-            creates_per_s,
-            engine_share: if creates_per_s > 0.0 {
-                engine_creates_per_s / creates_per_s
+            creates_per_s: if per_create_ok {
+                spread.mean / per_create
             } else {
                 0.0
             },
+            engine_share: share.mean,
+            engine_share_ci95: share,
+            share_is_noise: spread.n > 1 && spread.relative_sd() > NOISY_RELATIVE_SD,
             note,
         }
     }

@@ -20,6 +20,7 @@ pub mod ceiling;
 pub use crate::store::checkpoint;
 pub mod creates;
 pub mod fill;
+pub mod machine;
 pub mod mix;
 pub mod pg;
 pub mod redis;
@@ -29,9 +30,9 @@ mod serve;
 pub mod statements;
 
 pub use baseline::{Baseline, SqliteWriter};
+pub use machine::{Machine, cores};
 pub use report::{
-    InvariantCheck, Machine, Percentiles, Report, RunSample, SideReport, SideSummary, cores,
-    render_table,
+    InvariantCheck, Percentiles, Report, RunSample, SideReport, SideSummary, render_table,
 };
 
 use crate::carrier::{Carrier, CarrierConfig, Latency};
@@ -515,7 +516,7 @@ fn create(
 }
 
 fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError> {
-    let load_before = report::load_average();
+    let before = machine::machine_before();
     let pools = create(stores, config, &[])?;
     let [engine_path, baseline_path] = [0, 1].map(|i| {
         pools[i]
@@ -541,10 +542,10 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
             .parent()
             .filter(|d| !d.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        ceiling::sqlite_flushes(dir, ceiling_time(config)).map(|per_s| CeilingMeasure {
+        ceiling::sqlite_flushes(dir, ceiling_time(config)).map(|slices| CeilingMeasure {
             unit: "flushes",
             connections: 1,
-            per_s,
+            slices,
             note: ceiling::sqlite_note(config.synchronous),
         })
     });
@@ -607,7 +608,7 @@ fn run_sqlite(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchErro
         wal_ok &= truncate_wal(path, &options).is_ok();
     }
     let measured = Measured {
-        load_before,
+        before,
         fill_s,
         samples,
         ceiling,
@@ -652,7 +653,7 @@ fn truncate_wal(path: &Path, options: &SqliteOptions) -> Result<(), StoreError> 
 }
 
 fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Report, BenchError> {
-    let load_before = report::load_average();
+    let before = machine::machine_before();
     let extra: &[&str] = if config.pgbench { &["pgbench"] } else { &[] };
     let pools = create(stores, config, extra)?;
     let pg_pools: Vec<&PgPool> = pools
@@ -685,10 +686,10 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
                 config.synchronous,
                 ceiling_time(config),
             )
-            .map(|per_s| CeilingMeasure {
+            .map(|slices| CeilingMeasure {
                 unit: "commits",
                 connections: config.pool_size,
-                per_s,
+                slices,
                 note: ceiling::postgres_note(config.synchronous, config.pool_size),
             })
             .map_err(|e| e.to_string()),
@@ -724,7 +725,7 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
         None => Err("not asked for".to_string()),
     };
     let measured = Measured {
-        load_before,
+        before,
         fill_s,
         samples,
         ceiling,
@@ -745,7 +746,7 @@ fn run_postgres(config: &BenchConfig, stores: &Stores, url: &str) -> Result<Repo
 }
 
 fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError> {
-    let load_before = report::load_average();
+    let before = machine::machine_before();
     let pools = create(stores, config, &[])?;
     let open = |i: usize| -> Result<RedisStore, BenchError> {
         Ok(pools[i].redis().expect("a Redis spec gives Redis stores")?)
@@ -764,10 +765,10 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
             .map(|_| open(0))
             .collect::<Result<Vec<_>, _>>()?;
         Some(
-            ceiling::redis_round_trips(conns, ceiling_time(config)).map(|per_s| CeilingMeasure {
+            ceiling::redis_round_trips(conns, ceiling_time(config)).map(|slices| CeilingMeasure {
                 unit: "round trips",
                 connections: config.pool_size,
-                per_s,
+                slices,
                 note: None,
             }),
         )
@@ -785,7 +786,7 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
     )?;
     let samples = measure(config, &layout, &mut engine_side, &mut baseline_side);
     let measured = Measured {
-        load_before,
+        before,
         fill_s,
         samples,
         ceiling,
@@ -804,22 +805,25 @@ fn run_redis(config: &BenchConfig, stores: &Stores) -> Result<Report, BenchError
     )
 }
 
-/// How long each ceiling loop runs: a second, or a shorter run's duration.
+/// How long each slice of the ceiling runs: [`ceiling::CEILING_SLICE`], or for a short run its
+/// duration spread over the slices, so the ceiling never takes longer than one run.
 fn ceiling_time(config: &BenchConfig) -> Duration {
-    config.duration.min(ceiling::CEILING_TIME)
+    (config.duration / ceiling::CEILING_SLICES as u32).min(ceiling::CEILING_SLICE)
 }
 
 /// A store's ceiling as measured, before it is divided by the units per create.
 struct CeilingMeasure {
     unit: &'static str,
     connections: u32,
-    per_s: f64,
+    /// The rate of each slice.
+    slices: Vec<f64>,
     note: Option<String>,
 }
 
 /// What any store's run has once it has measured, for the report.
 struct Measured {
-    load_before: Option<f64>,
+    /// The machine before the bench added its own work.
+    before: machine::MachineBefore,
     fill_s: f64,
     samples: Samples,
     /// `None` when not asked for; `Err` says why it could not be measured.
@@ -849,14 +853,7 @@ fn finish(
         Some(g) if engine.created() > 0 => g.commits as f64 / engine.created() as f64,
         _ => 2.0,
     };
-    let engine_mean = runs::Spread::of(
-        &m.samples
-            .engine
-            .iter()
-            .map(|r| r.creates_per_s)
-            .collect::<Vec<_>>(),
-    )
-    .mean;
+    let engine_runs: Vec<f64> = m.samples.engine.iter().map(|r| r.creates_per_s).collect();
     let (ceiling, ceiling_note) = match m.ceiling {
         None => (None, Some("not asked for".to_string())),
         Some(Err(e)) => (None, Some(format!("could not be measured: {e}"))),
@@ -864,9 +861,9 @@ fn finish(
             Some(ceiling::Ceiling::new(
                 c.unit,
                 c.connections,
-                c.per_s,
+                &c.slices,
                 per_create,
-                engine_mean,
+                &engine_runs,
                 c.note,
             )),
             None,
@@ -898,7 +895,7 @@ fn finish(
             baseline_ckpt,
             baseline_check,
         ),
-        machine: Machine::now(m.load_before),
+        machine: Machine::now(m.before),
         store,
         wal_checkpointed: m.wal_checkpointed,
         per_statement: engine.times.as_ref().map(|t| PerStatement {

@@ -4,8 +4,9 @@ use super::BenchConfig;
 use super::ceiling::Ceiling;
 use super::checkpoint::{CheckpointStats, Checkpoints};
 use super::fill::Layout;
+use super::machine::Machine;
 use super::mix::{Kind, PerKind};
-use super::runs::{self, Comparison, MeanInterval, Spread};
+use super::runs::{self, Comparison, MeanInterval, Resolution, Spread};
 use super::serve::Tally;
 use crate::format::{latency, plural, thousands};
 use crate::store::group::GroupStats;
@@ -17,7 +18,10 @@ use std::fmt::Write as _;
 /// Bumped when a field changes meaning or goes away; new fields do not bump it. 2: figures are
 /// means over `--runs` runs, `creates_per_s` counts 201s that created a label only (not
 /// replays, 409s or 422s), `config.slices`/`slices_run` became `config.runs`/`runs_done`.
-pub const SCHEMA_VERSION: u32 = 2;
+/// 3: `ratio` is the geometric mean of the paired ratios with its interval on the log scale,
+/// `comparison.change` the ratio of the geometric means − 1, `comparison.verdict` may be
+/// `too_wide`, `ceiling.engine_share` the ratio of geometric means (issue 53).
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// One run of one side.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -160,39 +164,6 @@ impl InvariantCheck {
     }
 }
 
-/// The machine the run shared: a load average above the core count means other work competed.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct Machine {
-    pub cores: usize,
-    pub load_avg_1m_before: Option<f64>,
-    pub load_avg_1m_after: Option<f64>,
-}
-
-impl Machine {
-    pub fn now(load_before: Option<f64>) -> Self {
-        Self {
-            cores: cores(),
-            load_avg_1m_before: load_before,
-            load_avg_1m_after: load_average(),
-        }
-    }
-}
-
-/// The cores this process may run on (1 where the system does not say).
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
-}
-
-/// The 1-minute load average, where the system reports one (Linux).
-pub fn load_average() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
-}
-
 /// One side of the comparison.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SideReport {
@@ -258,9 +229,12 @@ pub struct Report {
     /// 422s), the mean over the runs.
     pub creates_per_s: f64,
     pub baseline_creates_per_s: f64,
-    /// Engine creates/s over the baseline's, the mean of the paired runs' ratios with its 95 %
-    /// interval (Student t).
+    /// Engine creates/s over the baseline's: the geometric mean of the paired runs' ratios with
+    /// a Student t 95 % interval on their logs, exponentiated (so above 0).
     pub ratio: MeanInterval,
+    /// Whether `ratio`'s interval is narrow enough to tell a 5 % difference, and the paired
+    /// runs that would make it so; `None` with one run.
+    pub ratio_resolution: Option<Resolution>,
     pub engine_summary: SideSummary,
     pub baseline_summary: SideSummary,
     /// The store's own limit, measured before the runs.
@@ -428,17 +402,19 @@ impl Report {
         let engine_summary = SideSummary::of(&p.engine_runs);
         let baseline_summary = SideSummary::of(&p.baseline_runs);
         let creates = |v: &[RunSample]| v.iter().map(|r| r.creates_per_s).collect::<Vec<_>>();
-        let paired = runs::paired_ratio(&creates(&p.engine_runs), &creates(&p.baseline_runs));
+        let (engine_creates, baseline_creates) =
+            (creates(&p.engine_runs), creates(&p.baseline_runs));
+        let paired = runs::paired_ratio(&engine_creates, &baseline_creates);
+        let ratio_resolution = Resolution::of(
+            &paired,
+            &[runs::paired_logs(&engine_creates, &baseline_creates).sd],
+            runs::RESOLUTION,
+        );
         let machine = p.machine;
-        let load = match (machine.load_avg_1m_before, machine.load_avg_1m_after) {
-            (Some(a), Some(b)) => Some(a.max(b)),
-            (a, b) => a.or(b),
-        };
         let warnings = runs::noise_warnings(
             &engine_summary.creates_per_s,
             &baseline_summary.creates_per_s,
-            load,
-            machine.cores,
+            &machine.before(),
         );
         Self {
             schema_version: SCHEMA_VERSION,
@@ -448,6 +424,7 @@ impl Report {
             creates_per_s: engine_summary.creates_per_s.mean,
             baseline_creates_per_s: baseline_summary.creates_per_s.mean,
             ratio: paired,
+            ratio_resolution,
             engine_summary,
             baseline_summary,
             ceiling: p.ceiling,
@@ -687,7 +664,11 @@ fn write_runs(out: &mut String, r: &Report) {
     }
     let q = &r.ratio;
     let interval = match runs::ratio_interval_text(q) {
-        Some(text) => format!(", {text}"),
+        Some(text) => format!(
+            ", {text}{}",
+            r.ratio_resolution
+                .map_or(String::new(), |res| res.advice("paired runs"))
+        ),
         None => " (one run: no interval; give --runs 2 or more)".to_string(),
     };
     let _ = writeln!(out, "engine / baseline creates/s: {:.2}{interval}", q.mean);
@@ -706,30 +687,7 @@ fn write_runs(out: &mut String, r: &Report) {
         );
     }
     match (&r.ceiling, &r.ceiling_note) {
-        (Some(c), _) => {
-            let per = if c.unit == "round trips" {
-                "round trips"
-            } else {
-                "commits"
-            };
-            let conns = if c.connections > 1 {
-                format!(" ({} connections)", c.connections)
-            } else {
-                String::new()
-            };
-            let _ = writeln!(
-                out,
-                "ceiling: {} {}/s{conns} ÷ {} {per} per create = {} creates/s; the engine reaches {:.0} % of it",
-                thousands(c.per_s),
-                c.unit,
-                per_create(c.per_create),
-                thousands(c.creates_per_s),
-                c.engine_share * 100.0
-            );
-            if let Some(note) = &c.note {
-                let _ = writeln!(out, "  ({note})");
-            }
-        }
+        (Some(c), _) => write_ceiling(out, c),
         (None, Some(note)) => {
             let _ = writeln!(out, "ceiling: {note}");
         }
@@ -739,29 +697,81 @@ fn write_runs(out: &mut String, r: &Report) {
         let _ = writeln!(out, "{w}");
     }
     if let Some(c) = &r.comparison {
-        let pct = |x: f64| format!("{:+.1} %", x * 100.0);
-        let interval = match (c.change_low, c.change_high) {
-            (Some(l), Some(h)) => format!("95 % interval {} to {}", pct(l), pct(h)),
-            _ => "no interval with one run a side".to_string(),
-        };
+        write_comparison(out, c);
+    }
+}
+
+/// The ceiling with the spread of its slices, and the engine's share of it with its interval,
+/// called noise when the slices moved more than the runs may.
+fn write_ceiling(out: &mut String, c: &Ceiling) {
+    let per = if c.unit == "round trips" {
+        "round trips"
+    } else {
+        "commits"
+    };
+    let conns = if c.connections > 1 {
+        format!(", {} connections", c.connections)
+    } else {
+        String::new()
+    };
+    let s = &c.per_s_spread;
+    let pct = |x: f64| format!("{:.0} %", x * 100.0);
+    let share = match c.engine_share_ci95.bounds() {
+        Some((l, h)) => format!(" (95 % interval {} to {})", pct(l), pct(h)),
+        None => String::new(),
+    };
+    let _ = writeln!(
+        out,
+        "ceiling: {} {}/s ({} slices{conns}, min {}, max {}) ÷ {} {per} per create = {} creates/s; the engine reaches {} of it{share}",
+        rate_pm(s),
+        c.unit,
+        s.n,
+        thousands(s.min),
+        thousands(s.max),
+        per_create(c.per_create),
+        thousands(c.creates_per_s),
+        pct(c.engine_share)
+    );
+    if c.share_is_noise {
         let _ = writeln!(
             out,
-            "against {}: engine creates/s {} now, {} then: {} ({interval}): {}",
-            c.baseline_file,
-            rate_pm(&c.current),
-            rate_pm(&c.baseline),
-            pct(c.change),
-            c.verdict.words()
+            "  (the ceiling's slices spread σ {} of their mean: the engine's share of it is noise; rerun on a quieter machine)",
+            pct(s.relative_sd())
         );
-        if let Some(limit) = c.fail_on_regression
-            && c.fails
-        {
-            let _ = writeln!(
-                out,
-                "the regression is beyond --fail-on-regression {:.1} %: exit 1",
-                limit * 100.0
-            );
-        }
+    }
+    if let Some(note) = &c.note {
+        let _ = writeln!(out, "  ({note})");
+    }
+}
+
+/// This run against a saved one: the change with its interval (never below −100 %), the
+/// verdict, and when the interval cannot tell, the runs that would.
+fn write_comparison(out: &mut String, c: &Comparison) {
+    let pct = runs::change_text;
+    let interval = match (c.change_low, c.change_high) {
+        (Some(l), Some(h)) => format!("95 % interval {} to {}", pct(l), pct(h)),
+        _ => "no interval with one run a side".to_string(),
+    };
+    let advice = c
+        .resolution
+        .map_or(String::new(), |res| res.advice("runs a side"));
+    let _ = writeln!(
+        out,
+        "against {}: engine creates/s {} now, {} then: {} ({interval}): {}{advice}",
+        c.baseline_file,
+        rate_pm(&c.current),
+        rate_pm(&c.baseline),
+        pct(c.change),
+        c.verdict.words()
+    );
+    if let Some(limit) = c.fail_on_regression
+        && c.fails
+    {
+        let _ = writeln!(
+            out,
+            "the regression is beyond --fail-on-regression {:.1} %: exit 1",
+            limit * 100.0
+        );
     }
 }
 
@@ -903,9 +913,12 @@ fn write_checks(out: &mut String, r: &Report) {
     );
     let m = &r.machine;
     let load = |x: Option<f64>| x.map_or("?".to_string(), |v| format!("{v:.2}"));
+    let busy = m.cpu_busy_before.map_or(String::new(), |b| {
+        format!(" ({:.0} % of the cores busy)", b * 100.0)
+    });
     let _ = writeln!(
         out,
-        "machine: {} cores, 1-minute load average {} before the run, {} after",
+        "machine: {} cores, 1-minute load average {} before the run{busy}, {} after (the run's own load included)",
         m.cores,
         load(m.load_avg_1m_before),
         load(m.load_avg_1m_after),

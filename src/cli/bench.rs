@@ -50,12 +50,14 @@ The engine and the raw-SQL baseline (the same statements in the same transaction
 engine) run on identical pre-filled stores: after a warm-up of each (half a run, at most 1 s),
 --runs runs of --duration each, alternating engine, baseline, engine, …. Each figure is given
 as mean ± σ with min, median and max over the runs, the engine/baseline ratio with a 95 %
-interval from the paired runs. creates/s counts 201s that created a label; replays, 409s, 422s
-and errors per second are given beside it. Before the runs the store's ceiling is measured
-(SQLite: write + fdatasync in the store's directory; PostgreSQL: one-row commits; Redis: PING)
-and the engine's rate given as a share of it. --save-baseline FILE keeps the run's JSON;
---baseline FILE compares with it and says regressed or improved only when the difference's
-95 % interval excludes 0. On PostgreSQL (--store postgres://…) each side has --pool connections with one
+interval from the paired runs (on the log scale, so above 0; when wider than ±5 % the report
+says so and how many runs would narrow it). creates/s counts 201s that created a label;
+replays, 409s, 422s and errors per second are given beside it. Before the runs the store's
+ceiling is measured in 5 slices (SQLite: write + fdatasync in the store's directory;
+PostgreSQL: one-row commits; Redis: PING), shown with their spread, and the engine's rate given
+as a share of it. --save-baseline FILE keeps the run's JSON; --baseline FILE compares with it
+and says regressed or improved only when the change's 95 % interval excludes 0, no change when
+it lies within ±5 % (or ±--fail-on-regression), else cannot tell. On PostgreSQL (--store postgres://…) each side has --pool connections with one
 writer each, and pgbench then runs the seed's statements as a custom script on a third schema
 for a ratio against a C client (pgbench must be installed; the report says when it was not).
 On Redis (--store redis://HOST:PORT[?prefix=NAME]) each side has --pool writers, each with its

@@ -490,7 +490,20 @@ fn the_command_prints_the_figures_as_json() {
         assert!(v["latency_us"][p].as_u64().unwrap() > 0, "{p}");
         assert!(v["baseline_latency_us"][p].as_u64().unwrap() > 0, "{p}");
     }
-    assert_eq!(v["schema_version"], 2);
+    assert_eq!(v["schema_version"], 3);
+    // Issue 53's fields: the ratio's resolution, the ceiling's slices and the share's interval,
+    // the machine before the run.
+    assert!(v["ratio_resolution"]["too_wide"].is_boolean(), "{v}");
+    assert!(v["ratio"]["low"].as_f64().unwrap() > 0.0, "{v}");
+    let c = &v["ceiling"];
+    assert_eq!(
+        c["per_s_spread"]["n"].as_u64(),
+        Some(bench::ceiling::CEILING_SLICES as u64),
+        "{c}"
+    );
+    assert!(c["engine_share_ci95"]["low"].as_f64().unwrap() > 0.0, "{c}");
+    assert!(c["share_is_noise"].is_boolean(), "{c}");
+    assert!(v["machine"].get("cpu_busy_before").is_some(), "{v}");
     assert_eq!(v["commit_mode"], "sqlite:group");
     assert_eq!(v["ok"], true);
     assert_eq!(v["engine"]["invariants"]["ok"], true);
@@ -886,16 +899,35 @@ fn assert_runs_table(table: &str, report: &bench::Report, runs: u32) {
         "{table}"
     );
     let (low, high) = (report.ratio.low.unwrap(), report.ratio.high.unwrap());
-    assert!(low <= report.ratio.mean && report.ratio.mean <= high);
+    assert!(0.0 < low && low <= report.ratio.mean && report.ratio.mean <= high);
+    // Too wide or not, the table says which, with the runs that would narrow it.
+    let res = report.ratio_resolution.unwrap();
+    assert_eq!(
+        table.contains("too wide to tell a change of ±5 %"),
+        res.too_wide,
+        "{table}"
+    );
     let c = report
         .ceiling
         .as_ref()
         .unwrap_or_else(|| panic!("no ceiling: {:?}", report.ceiling_note));
     assert!(c.per_s > 0.0 && c.creates_per_s > 0.0 && c.engine_share > 0.0);
+    // The ceiling is measured in slices and shown with their spread.
+    let s = &c.per_s_spread;
+    assert_eq!(s.n, bench::ceiling::CEILING_SLICES);
     assert!(
-        table.contains("ceiling: ") && table.contains(" per create = "),
+        s.min <= s.mean && s.mean <= s.max && s.mean == c.per_s,
+        "{s:?}"
+    );
+    let (share_low, share_high) = c.engine_share_ci95.bounds().unwrap();
+    assert!(0.0 < share_low && share_low <= c.engine_share && c.engine_share <= share_high);
+    assert!(
+        table.contains("ceiling: ")
+            && table.contains(&format!("({} slices", s.n))
+            && table.contains(" per create = "),
         "{table}"
     );
+    assert_eq!(table.contains("share of it is noise"), c.share_is_noise);
     assert!(table.contains("the engine reaches "), "{table}");
     // creates/s counts created labels only: the replays and 409s of the mix are beside it.
     for r in &report.runs.engine {
@@ -980,8 +1012,21 @@ fn a_saved_baseline_says_no_change_against_itself_and_regressed_against_a_faster
     let own = bench::runs::saved_engine_creates(&json).unwrap();
     assert_eq!(own.len(), 3);
 
+    // Against itself: no change at all, and a verdict of "no change" or, when 3 runs of
+    // 300 ms spread wider than ±10 %, "cannot tell"; never a regression.
     let same = bench::runs::compare("saved.json", &own, &own, Some(0.10));
-    assert_eq!(same.verdict, bench::runs::Verdict::NoChange);
+    assert!(same.change.abs() < 1e-12, "{same:?}");
+    assert!(
+        matches!(
+            same.verdict,
+            bench::runs::Verdict::NoChange | bench::runs::Verdict::TooWide
+        ),
+        "{same:?}"
+    );
+    assert_eq!(
+        same.verdict == bench::runs::Verdict::TooWide,
+        same.resolution.unwrap().too_wide
+    );
     assert!(!same.fails);
 
     let faster = |factor: f64| {
@@ -994,6 +1039,7 @@ fn a_saved_baseline_says_no_change_against_itself_and_regressed_against_a_faster
     };
     let edited = bench::runs::saved_engine_creates(&faster(1.3)).unwrap();
     let c = bench::runs::compare("faster.json", &edited, &own, Some(0.10));
+    // The ratio of the geometric means is exactly 1 / 1.3.
     assert!((c.change + 0.3 / 1.3).abs() < 1e-9, "{c:?}");
     let beyond_noise = c.change_high.unwrap() < 0.0;
     assert_eq!(
@@ -1034,14 +1080,22 @@ fn a_saved_baseline_says_no_change_against_itself_and_regressed_against_a_faster
 
 /// The noise rule on synthetic samples: a busy loop competing with a run does not make the
 /// spread cross 10 % reliably on a shared machine, so the rule is tested on figures, not on
-/// the machine.
+/// the machine. Only the machine before the run is judged: issue 53's PostgreSQL run had a
+/// load of 0.82 before and 4.87 after, all of it the bench and its own PostgreSQL.
 #[test]
-fn the_noise_warning_names_wide_spread_and_a_loaded_machine_and_what_to_do() {
+fn the_noise_warning_names_wide_spread_and_a_loaded_machine_before_the_run() {
+    use bench::Machine;
+    use bench::machine::MachineBefore;
     use bench::runs::{Spread, noise_warnings};
     let tight = Spread::of(&[1000.0, 1010.0, 990.0, 1005.0, 995.0]);
     let wide = Spread::of(&[1290.0, 740.0, 710.0, 1000.0, 1100.0]);
-    assert!(noise_warnings(&tight, &tight, Some(0.5), 2).is_empty());
-    let w = noise_warnings(&wide, &tight, Some(0.5), 2);
+    let quiet = MachineBefore {
+        load_1m: Some(0.5),
+        cpu_busy: Some(0.1),
+        cores: 2,
+    };
+    assert!(noise_warnings(&tight, &tight, &quiet).is_empty());
+    let w = noise_warnings(&wide, &tight, &quiet);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
         w[0].contains("engine σ") && !w[0].contains("baseline σ"),
@@ -1050,27 +1104,128 @@ fn the_noise_warning_names_wide_spread_and_a_loaded_machine_and_what_to_do() {
     for what in ["close other programs", "--runs", "--duration"] {
         assert!(w[0].contains(what), "{w:?}");
     }
-    let w = noise_warnings(&tight, &tight, Some(3.5), 2);
+    let loaded = MachineBefore {
+        load_1m: Some(3.5),
+        ..quiet
+    };
+    let w = noise_warnings(&tight, &tight, &loaded);
     assert_eq!(w.len(), 1, "{w:?}");
     assert!(
-        w[0].contains("load average (3.50)") && w[0].contains("2 cores"),
+        w[0].contains("load average before the run (3.50)") && w[0].contains("2 cores"),
         "{w:?}"
     );
+    // Cores busy just before the run (other programs), though the load average is low.
+    let busy = MachineBefore {
+        cpu_busy: Some(0.8),
+        ..quiet
+    };
+    let w = noise_warnings(&tight, &tight, &busy);
+    assert_eq!(w.len(), 1, "{w:?}");
+    assert!(w[0].contains("80 % of the 2 cores were busy"), "{w:?}");
+    // The issue's run: quiet before, the bench's own load after. Not a warning.
+    let machine = Machine {
+        cores: 2,
+        load_avg_1m_before: Some(0.82),
+        load_avg_1m_after: Some(4.87),
+        cpu_busy_before: Some(0.05),
+    };
+    assert!(noise_warnings(&tight, &tight, &machine.before()).is_empty());
     // One run has no spread to judge.
     let one = Spread::of(&[1000.0]);
-    assert!(noise_warnings(&one, &one, None, 2).is_empty());
+    let unknown = MachineBefore {
+        load_1m: None,
+        cpu_busy: None,
+        cores: 2,
+    };
+    assert!(noise_warnings(&one, &one, &unknown).is_empty());
 }
 
+/// Ratios on the log scale, values derived by hand: ratios e^−0.1, 1, e^0.1 have logs with mean
+/// 0 and sd 0.1; t(0.975, 2) = 4.302653, so the half-width is 4.302653 · 0.1 / √3 = 0.248414
+/// and the interval e^∓0.248414 = 0.780037 to 1.281990, wider than ×/÷ 1.05 (ln 1.05 =
+/// 0.048790). Narrowing it to ±5 % needs t(n−1) · 0.1 / √n ≤ 0.048790: n = 18 gives
+/// 2.109816 · 0.1 / 4.242641 = 0.049729 (no), n = 19 gives 2.100922 · 0.1 / 4.358899 =
+/// 0.048198 (yes): 19 paired runs.
 #[test]
-fn the_paired_ratio_interval_and_the_comparison_follow_the_samples() {
-    use bench::runs::{Verdict, compare, paired_ratio};
-    let r = paired_ratio(&[900.0, 950.0, 1000.0], &[1000.0, 1000.0, 1000.0]);
-    assert!((r.mean - 0.95).abs() < 1e-9);
-    // t(0.975, 2) = 4.303, sd of the ratios 0.05: half-width 0.1242.
-    assert!((r.high.unwrap() - r.mean - 0.1242).abs() < 1e-3, "{r:?}");
-    assert!(paired_ratio(&[900.0], &[1000.0]).low.is_none());
-    let noisy = compare("f", &[1000.0, 1400.0, 600.0], &[900.0, 1300.0, 500.0], None);
-    assert_eq!(noisy.verdict, Verdict::NoChange);
+fn the_paired_ratio_is_a_geometric_mean_whose_interval_stays_above_zero() {
+    use bench::runs::{RESOLUTION, Resolution, paired_logs, paired_ratio};
+    let e = f64::exp;
+    let engine = [1000.0 * e(-0.1), 1000.0, 1000.0 * e(0.1)];
+    let baseline = [1000.0; 3];
+    let r = paired_ratio(&engine, &baseline);
+    assert!((r.mean - 1.0).abs() < 1e-12, "{r:?}");
+    assert!((r.low.unwrap() - 0.780037).abs() < 1e-5, "{r:?}");
+    assert!((r.high.unwrap() - 1.281990).abs() < 1e-5, "{r:?}");
+    let logs = paired_logs(&engine, &baseline);
+    assert!((logs.sd - 0.1).abs() < 1e-12);
+    let res = Resolution::of(&r, &[logs.sd], RESOLUTION).unwrap();
+    assert!(res.too_wide);
+    assert_eq!(res.runs_needed, Some(19));
+    assert!(
+        res.advice("paired runs")
+            .contains("about 19 paired runs would")
+    );
+    // Issue 53's case: three runs that spread over a factor of 50. A t interval on the ratios
+    // themselves (0.1, 1, 5: mean 2.03, sd 2.61) reaches −4.45; on the logs it stays above 0.
+    let wild = paired_ratio(&[100.0, 1000.0, 5000.0], &[1000.0; 3]);
+    assert!(
+        wild.low.unwrap() > 0.0 && wild.high.unwrap() > wild.mean,
+        "{wild:?}"
+    );
+    // Bounds above 0 and above −100 % are never printed as 0 or −100 %.
+    assert_eq!(bench::runs::ratio_text(0.0042), "0.0042");
+    assert_eq!(bench::runs::ratio_text(0.456), "0.46");
+    assert_eq!(bench::runs::change_text(-0.99996), "-99.9960 %");
+    assert_eq!(bench::runs::change_text(0.0512711), "+5.1 %");
+    // One pair: no interval, and nothing to resolve.
+    let one = paired_ratio(&[900.0], &[1000.0]);
+    assert!((one.mean - 0.9).abs() < 1e-12 && one.low.is_none());
+    assert!(Resolution::of(&one, &[0.0], RESOLUTION).is_none());
+    // A tight sample resolves ±5 % and asks for nothing.
+    let tight = paired_ratio(&[990.0, 1000.0, 1010.0], &[1000.0; 3]);
+    let res = Resolution::of(
+        &tight,
+        &[paired_logs(&[990.0, 1000.0, 1010.0], &[1000.0; 3]).sd],
+        RESOLUTION,
+    )
+    .unwrap();
+    assert!(!res.too_wide && res.runs_needed.is_none() && res.advice("x").is_empty());
+}
+
+/// A comparison on the log scale, derived by hand: saved = 1000 · (1, e^0.1, e^0.2), current =
+/// saved · e^0.05. Both logs have sd 0.1, so each mean's variance is 0.01/3, Welch's degrees of
+/// freedom (2 · 0.01/3)² / (2 · (0.01/3)² / 2) = 4, t(0.975, 4) = 2.776445, half-width
+/// 2.776445 · √(0.02/3) = 0.226696: change e^0.05 − 1 = +5.127 %, interval e^−0.176696 − 1 =
+/// −16.197 % to e^0.276696 − 1 = +31.877 %. Too wide for ±5 %: with n runs a side the
+/// half-width is t(2n − 2) · √(0.02/n); n = 33 gives 1.997730 · 0.024618 = 0.049181 > 0.048790,
+/// n = 34 gives 1.996564 · 0.024254 = 0.048424: 34 runs a side.
+#[test]
+fn a_comparison_never_falls_below_minus_100_percent_and_says_when_it_cannot_tell() {
+    use bench::runs::{Verdict, compare};
+    let e = f64::exp;
+    let saved = [1000.0, 1000.0 * e(0.1), 1000.0 * e(0.2)];
+    let current: Vec<f64> = saved.iter().map(|x| x * e(0.05)).collect();
+    let c = compare("f", &saved, &current, None);
+    assert!((c.change - 0.0512711).abs() < 1e-6, "{c:?}");
+    assert!((c.change_low.unwrap() + 0.1619653).abs() < 1e-5, "{c:?}");
+    assert!((c.change_high.unwrap() - 0.3187651).abs() < 1e-5, "{c:?}");
+    assert_eq!(c.verdict, Verdict::TooWide);
+    let res = c.resolution.unwrap();
+    assert!(res.too_wide && (res.within - 0.05).abs() < 1e-12);
+    assert_eq!(res.runs_needed, Some(34));
+    // --fail-on-regression 40: the same interval lies within ±40 %, so it is "no change".
+    let c = compare("f", &saved, &current, Some(0.40));
+    assert_eq!(c.verdict, Verdict::NoChange, "{c:?}");
+    assert!(!c.fails);
+    // Issue 53's "-112.3 % to +126.8 %": a wild spread still gives an interval above −100 %.
+    let wild = compare(
+        "f",
+        &[1000.0, 1400.0, 600.0],
+        &[100.0, 1300.0, 2000.0],
+        None,
+    );
+    assert!(wild.change_low.unwrap() > -1.0, "{wild:?}");
+    assert_eq!(wild.verdict, Verdict::TooWide);
     let better = compare(
         "f",
         &[1000.0, 1010.0, 990.0],
@@ -1079,6 +1234,42 @@ fn the_paired_ratio_interval_and_the_comparison_follow_the_samples() {
     );
     assert_eq!(better.verdict, Verdict::Improved);
     assert!(!better.fails);
+    // One run a side: no interval, so no verdict beyond "cannot tell".
+    let one = compare("f", &[1000.0], &[900.0], Some(0.05));
+    assert_eq!(one.verdict, Verdict::TooWide);
+    assert!(one.change_low.is_none() && !one.fails);
+}
+
+/// The ceiling's slices and the engine's share of it, by hand: slices 2000 · (1, e^d, e^−d) at
+/// 2 units per create, engine runs 500 · (1, e^0.1, e^−0.1). At d = 0.1 both logs have sd 0.1,
+/// the share is 500/1000 = 0.5 and its Welch interval (4 degrees of freedom, half-width
+/// 0.226696 as above) 0.5 · e^∓0.226696 = 0.398582 to 0.627224. The slices' σ is 9.99 % of
+/// their mean (not noise); at d = 0.2 it is 19.9 % (noise).
+#[test]
+fn the_ceiling_has_its_spread_and_says_when_the_engines_share_is_noise() {
+    use bench::ceiling::Ceiling;
+    let e = f64::exp;
+    let slices = |d: f64| [2000.0, 2000.0 * e(d), 2000.0 * e(-d)];
+    let engine = [500.0, 500.0 * e(0.1), 500.0 * e(-0.1)];
+    let c = Ceiling::new("flushes", 1, &slices(0.1), 2.0, &engine, None);
+    assert_eq!(c.per_s_spread.n, 3);
+    assert!((c.per_s - 2006.672224).abs() < 1e-5, "{c:?}");
+    assert!((c.creates_per_s - c.per_s / 2.0).abs() < 1e-9);
+    assert!((c.engine_share - 0.5).abs() < 1e-12, "{c:?}");
+    let (low, high) = c.engine_share_ci95.bounds().unwrap();
+    assert!(
+        (low - 0.398582).abs() < 1e-5 && (high - 0.627224).abs() < 1e-5,
+        "{c:?}"
+    );
+    assert!(!c.share_is_noise);
+    let noisy = Ceiling::new("flushes", 1, &slices(0.2), 2.0, &engine, None);
+    assert!(noisy.share_is_noise, "{noisy:?}");
+    // One engine run: a share, no interval.
+    let one = Ceiling::new("flushes", 1, &slices(0.1), 2.0, &[500.0], None);
+    assert!(one.engine_share > 0.0 && one.engine_share_ci95.bounds().is_none());
+    // No engine run at all (interrupted during the warm-up): no share, not exp(0).
+    let none = Ceiling::new("flushes", 1, &slices(0.1), 2.0, &[], None);
+    assert_eq!(none.engine_share, 0.0);
 }
 
 /// `--per-statement` (issue 37, as `pgbench -r`): each of the seed's statements is timed on
