@@ -218,6 +218,16 @@ impl ServeArgs {
         }
         if let Some(name) = &self.replica {
             check_replica_name(name)?;
+            if self.carrier_url.is_none() {
+                anyhow::bail!(
+                    "--replica needs --carrier-url: replicas share one carrier (idemcalc carrier, or the real one); carriers inside each replica would number their labels alike (two replicas' L-1 collide in the labels table) and never know the key another replica bought with"
+                );
+            }
+            if settings.traffic.sweeper.at(retention_s).partitioned() {
+                anyhow::bail!(
+                    "--replica with --sweeper partitions: not supported; each replica keeps its own list of the partitions it created, which another replica's drops would leave stale. Use --sweeper delete"
+                );
+            }
         }
         let carrier_url = match &self.carrier_url {
             None => None,

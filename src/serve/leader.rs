@@ -100,11 +100,17 @@ impl Leader {
     }
 }
 
-/// A session of its own for the election, named so `pg_stat_activity` shows whose it is.
+/// A session of its own for the election, named so `pg_stat_activity` shows whose it is, whose
+/// statements end within [`CHECK_DEADLINE`] on the server's side (a stopped server is found by
+/// the connection's keepalives, `store::pg_connect`).
 fn connect(pool: &PgPool, name: &str) -> Option<postgres::Client> {
     let mut c = pool.session().ok()?;
-    c.execute("SELECT set_config('application_name', $1, false)", &[&name])
-        .ok()?;
+    let deadline = format!("{}ms", CHECK_DEADLINE.as_millis());
+    c.execute(
+        "SELECT set_config('application_name', $1, false), set_config('statement_timeout', $2, false)",
+        &[&name, &deadline],
+    )
+    .ok()?;
     Some(c)
 }
 

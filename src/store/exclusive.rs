@@ -24,6 +24,10 @@
 //!
 //! Within one process any number of connections and pools share the hold (a registry counts
 //! them), since one run opens several connections to its own store.
+//!
+//! The one exception to "one process": replicas of `serve` (`--replica`) on one PostgreSQL
+//! schema hold its run key *shared* ([`hold_pg_replica`]), so they serve it together while a run
+//! that measures alone is refused, and the reverse.
 
 use super::StoreError;
 use std::collections::HashMap;

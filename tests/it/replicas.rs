@@ -517,6 +517,8 @@ fn one_sweeper_at_a_time_handed_over_and_measuring_runs_kept_out() {
         "x-caller",
         "--replica",
         "late",
+        "--carrier-url",
+        &cluster.carrier,
     ]);
     let _ = run.kill();
     let _ = run.wait();
@@ -543,14 +545,46 @@ fn replicas_need_a_named_postgres_schema() {
             "x-caller",
             "--replica",
             name,
+            "--carrier-url",
+            "http://127.0.0.1:9",
         ])
     };
     let (code, _, err) = serve(&sqlite, "a");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("SQLite stays one server"), "{err}");
+    let (code, _, err) = common::idemcalc(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &sqlite,
+        "--trust-caller-header",
+        "x-caller",
+        "--replica",
+        "a",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--replica needs --carrier-url"), "{err}");
     let (code, _, err) = serve(&sqlite, "a b");
     assert_eq!(code, Some(2), "{err}");
     assert!(err.contains("--replica \"a b\""), "{err}");
+    let (code, _, err) = common::idemcalc(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &sqlite,
+        "--trust-caller-header",
+        "x-caller",
+        "--replica",
+        "a",
+        "--carrier-url",
+        "http://127.0.0.1:9",
+        "--sweeper",
+        "partitions",
+    ]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(err.contains("--sweeper partitions"), "{err}");
     if let Some(url) = common::server_url(PG_URL_VAR) {
         let (code, _, err) = serve(&url, "a");
         assert_eq!(code, Some(2), "{err}");
