@@ -91,6 +91,9 @@ impl Cluster {
                         SCALE,
                         "--pool",
                         "2",
+                        // A sweep every 100 ms of wall time, so the test sees who sweeps.
+                        "--sweep-period",
+                        "1s",
                     ],
                 ))
             })
@@ -228,6 +231,24 @@ impl Cluster {
 
     /// The index of the replica whose `/metrics` says it sweeps, once exactly one does (a
     /// replica takes the key within its retry period; a hang fails the test).
+    /// Waits until replica `i` has swept, then checks that no other live replica ever has.
+    fn only_sweeper(&self, i: usize) {
+        let batches = "idemcalc_sweeper_batches_total";
+        let started = Instant::now();
+        while counted(self.replica(i), batches) == 0.0 {
+            assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "the leader never swept"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for (j, s) in self.live() {
+            if j != i {
+                assert_eq!(counted(s, batches), 0.0, "r{} swept too", j + 1);
+            }
+        }
+    }
+
     fn one_leader(&self) -> usize {
         let c = client();
         for _ in 0..400 {
@@ -461,6 +482,7 @@ fn one_sweeper_at_a_time_handed_over_and_measuring_runs_kept_out() {
     };
     let leader = cluster.one_leader();
     assert_eq!(cluster.total("idemcalc_sweeper_elected_total"), 1.0);
+    cluster.only_sweeper(leader);
     let store = with_schema(&cluster.url, &cluster.schema);
     let (code, _, err) = common::idemcalc(&["simulate", "--store", &store, "--duration", "1h"]);
     assert_eq!(code, Some(2), "{err}");
@@ -485,6 +507,7 @@ fn one_sweeper_at_a_time_handed_over_and_measuring_runs_kept_out() {
     let next = cluster.one_leader();
     assert_ne!(next, leader);
     assert_eq!(cluster.total("idemcalc_sweeper_elected_total"), 1.0);
+    cluster.only_sweeper(next);
     // Every replica gone: a measuring run holds the schema, and a replica is refused meanwhile.
     cluster.replicas.clear();
     let tmp = tempfile::tempdir().unwrap();
