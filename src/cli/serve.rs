@@ -107,6 +107,13 @@ pub struct ServeArgs {
     /// carrier's own.
     #[arg(long, value_name = "URL")]
     pub carrier_url: Option<String>,
+    /// Serve as replica NAME of several on one PostgreSQL schema (`?schema=NAME`): the schema
+    /// is held shared, so any number of replicas serve it behind a balancer while `simulate`
+    /// and `bench` (which measure alone) are refused, and the reverse; one replica at a time
+    /// sweeps. NAME (letters, digits, `.`, `_`, `-`; at most 40) is on every answer
+    /// (`idemcalc-replica` header) and in /metrics (`idemcalc_replica_info`).
+    #[arg(long, value_name = "NAME")]
+    pub replica: Option<String>,
     /// Tests only: honour the `idemcalc-test-die` request header, which makes a handler die at
     /// a point of its attempt (after-txn1, after-carrier, inside-txn2) as a killed process would.
     #[arg(long)]
@@ -209,6 +216,19 @@ impl ServeArgs {
         if let Some(spec) = &self.store {
             crate::store::StoreSpec::parse(spec)?;
         }
+        if let Some(name) = &self.replica {
+            check_replica_name(name)?;
+            if self.carrier_url.is_none() {
+                anyhow::bail!(
+                    "--replica needs --carrier-url: replicas share one carrier (idemcalc carrier, or the real one); carriers inside each replica would number their labels alike (two replicas' L-1 collide in the labels table) and never know the key another replica bought with"
+                );
+            }
+            if settings.traffic.sweeper.at(retention_s).partitioned() {
+                anyhow::bail!(
+                    "--replica with --sweeper partitions: not supported; each replica keeps its own list of the partitions it created, which another replica's drops would leave stale. Use --sweeper delete"
+                );
+            }
+        }
         let carrier_url = match &self.carrier_url {
             None => None,
             Some(text) => {
@@ -246,8 +266,24 @@ impl ServeArgs {
             test_hooks: self.test_hooks,
             seed: settings.seed,
             http_threads: self.http_threads,
+            replica: self.replica.clone(),
         })
     }
+}
+
+/// Longest `--replica` name: it goes into `application_name` (63 bytes) with words around it.
+const MAX_REPLICA_NAME: usize = 40;
+
+/// A replica's name goes into a header, a metric label and a PostgreSQL session name: plain
+/// characters only, so it reads the same in each.
+fn check_replica_name(name: &str) -> anyhow::Result<()> {
+    let plain = |c: char| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-');
+    if name.is_empty() || name.len() > MAX_REPLICA_NAME || !name.chars().all(plain) {
+        anyhow::bail!(
+            "--replica {name:?}: give 1 to {MAX_REPLICA_NAME} letters, digits, '.', '_' or '-'"
+        );
+    }
+    Ok(())
 }
 
 pub fn run(args: &ServeArgs) -> anyhow::Result<i32> {

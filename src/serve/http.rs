@@ -73,6 +73,9 @@ pub struct App {
     /// False while the store's last answer to a request or a sweep was a failure: `/healthz`
     /// follows the write path, so a balancer stops sending while every create would fail.
     pub store_ok: AtomicBool,
+    /// `--replica NAME`, sent back on every answer as `idemcalc-replica`: behind a balancer, a
+    /// client (and a test) sees which replica served it.
+    pub replica: Option<axum::http::HeaderValue>,
 }
 
 impl App {

@@ -30,6 +30,11 @@ pub struct Metrics {
     carrier_duplicate_purchases: Counter,
     pub connections_open: Gauge,
     pub in_flight: Gauge,
+    /// 1 while this server is the one that sweeps the store (always, unless it is one of
+    /// several replicas: `serve --replica`, `serve::leader`).
+    pub sweeper_leader: Gauge,
+    /// Times this replica became the sweeping one.
+    pub sweeper_elected: Counter,
 }
 
 impl Metrics {
@@ -67,6 +72,8 @@ impl Metrics {
             carrier_duplicate_purchases: Counter::default(),
             connections_open: Gauge::default(),
             in_flight: Gauge::default(),
+            sweeper_leader: Gauge::default(),
+            sweeper_elected: Counter::default(),
         };
         m.register_rest()
     }
@@ -148,7 +155,31 @@ impl Metrics {
             "CreateLabel requests being handled",
             self.in_flight.clone(),
         );
+        r.register(
+            "sweeper_leader",
+            "1 while this server sweeps the store: always for a server alone, for one replica at a time among several (serve --replica)",
+            self.sweeper_leader.clone(),
+        );
+        r.register(
+            "sweeper_elected",
+            "Times this server became the one that sweeps",
+            self.sweeper_elected.clone(),
+        );
         self
+    }
+
+    /// Says which replica answers: `idemcalc_replica{replica="NAME"} 1` (an info metric), so
+    /// metrics scraped through a balancer, or from every replica, tell their source apart.
+    pub fn identify(&mut self, replica: &str) {
+        let info = prometheus_client::metrics::info::Info::new(vec![(
+            "replica".to_string(),
+            replica.to_string(),
+        )]);
+        self.registry.register(
+            "replica",
+            "Which replica of the service this is (serve --replica NAME)",
+            info,
+        );
     }
 
     pub fn answered(&self, status: u16, outcome: &str, seconds: Option<f64>) {

@@ -19,6 +19,7 @@ pub mod carrier;
 pub mod detect;
 pub mod headers;
 pub mod http;
+pub mod leader;
 pub mod metrics;
 pub mod problem;
 pub mod writers;
@@ -72,7 +73,13 @@ pub struct ServeConfig {
     pub seed: u64,
     /// Tokio worker threads for HTTP; `None`: [`default_http_threads`].
     pub http_threads: Option<usize>,
+    /// `--replica NAME`: one of several servers on one PostgreSQL schema, which it holds shared;
+    /// one replica at a time sweeps ([`leader`]). `None`: the only server, holding it alone.
+    pub replica: Option<String>,
 }
+
+/// The header naming the replica that answered (`--replica`).
+pub const REPLICA_HEADER: &str = "idemcalc-replica";
 
 /// How long the 503s of attempts cut off at the drain's deadline get to reach their clients.
 const CUT_ANSWERS: Duration = Duration::from_secs(1);
@@ -87,17 +94,8 @@ pub fn run(
     config: ServeConfig,
     started: impl FnOnce(SocketAddr, Vec<String>),
 ) -> anyhow::Result<Stopped> {
-    let stores = Stores::new(
-        config.store.as_deref(),
-        None,
-        StoreOptions {
-            purpose: "serve",
-            synchronous: Synchronous::Normal,
-            pool_size: config.pool_size,
-            scratch_in_memory: false,
-        },
-    )?;
-    let mut pool = stores.pool_with(Slot::default(), config.sweeper)?;
+    let (stores, mut pool) = open_store(&config)?;
+    let (metrics, leader) = sweeping_metrics(&config, &pool)?;
     // SQLite's writer never checkpoints: a thread of its own does, with the writer's
     // `synchronous`, so no request waits for a checkpoint's fsyncs (the bench's default;
     // docs/serve.md, "Throughput and latency").
@@ -144,7 +142,7 @@ pub fn run(
     let summary = config_summary(&config);
     let app = Arc::new(App {
         writers,
-        metrics: metrics::Metrics::new(),
+        metrics,
         callers: std::sync::RwLock::new(config.callers),
         purged: PurgeMemory::new(config.purge_memory, config.seed).map_err(anyhow::Error::msg)?,
         creators: (config.engine.key_scope == KeyScope::Global)
@@ -165,6 +163,11 @@ pub fn run(
         cut: Default::default(),
         hold_lost: http::Flag::default(),
         store_ok: AtomicBool::new(true),
+        replica: config
+            .replica
+            .as_deref()
+            .map(axum::http::HeaderValue::from_str)
+            .transpose()?,
     });
     let served = runtime.block_on(async {
         let listener = tokio::net::TcpListener::bind(config.listen)
@@ -189,6 +192,7 @@ pub fn run(
         let reloading = tokio::spawn(reload_callers(app.clone(), config.callers_file.clone()));
         let sweeping = tokio::spawn(sweeper(
             app.clone(),
+            leader.clone(),
             config.sweep_period_ms,
             config.sweep_batch,
         ));
@@ -221,8 +225,74 @@ pub fn run(
     drop(app);
     drop(parts);
     drop(runtime);
+    // The sweeper key goes with its session, to a replica still serving.
+    drop(leader);
     stores.finish()?;
     served.map(|()| Stopped { cut, hold_lost })
+}
+
+/// The server's store, held alone, or shared as one replica of several (`--replica`).
+fn open_store(config: &ServeConfig) -> anyhow::Result<(Stores, StorePool)> {
+    let mut stores = Stores::new(
+        config.store.as_deref(),
+        None,
+        StoreOptions {
+            purpose: "serve",
+            synchronous: Synchronous::Normal,
+            pool_size: config.pool_size,
+            scratch_in_memory: false,
+        },
+    )?;
+    if let Some(name) = &config.replica {
+        stores.as_replica(name)?;
+    }
+    let pool = stores.pool_with(Slot::default(), config.sweeper)?;
+    Ok((stores, pool))
+}
+
+/// The metrics, and this replica's try for the sweeper key ([`leader`]) when it is one of
+/// several: a server alone always sweeps.
+fn sweeping_metrics(
+    config: &ServeConfig,
+    pool: &StorePool,
+) -> anyhow::Result<(metrics::Metrics, Option<Arc<leader::Leader>>)> {
+    let mut metrics = metrics::Metrics::new();
+    let leader = match (&config.replica, pool.postgres()) {
+        (Some(name), Some(pg)) => {
+            metrics.identify(name);
+            Some(Arc::new(elect(pg, name, &metrics)?))
+        }
+        _ => {
+            metrics.sweeper_leader.set(1);
+            None
+        }
+    };
+    Ok((metrics, leader))
+}
+
+/// Starts this replica's try for the sweeper key ([`leader`]), with the metrics and a line on
+/// stderr following each change.
+fn elect(
+    pg: &crate::store::PgPool,
+    name: &str,
+    m: &metrics::Metrics,
+) -> anyhow::Result<leader::Leader> {
+    let (gauge, elected, who) = (
+        m.sweeper_leader.clone(),
+        m.sweeper_elected.clone(),
+        name.to_string(),
+    );
+    Ok(leader::Leader::start(pg.clone(), name, move |now| {
+        gauge.set(i64::from(now));
+        if now {
+            elected.inc();
+            eprintln!("replica {who}: this replica sweeps now (it holds the sweeper key)");
+        } else {
+            eprintln!(
+                "replica {who}: this replica no longer sweeps (its session for the sweeper key ended, or it is stopping)"
+            );
+        }
+    })?)
 }
 
 /// How a server that was asked to stop ended.
@@ -277,12 +347,20 @@ fn describe(
     let wall = |ms: Millis| crate::duration::format_secs(app.clock.wall(ms).as_secs_f64());
     let e = &app.engine;
     let mut lines = vec![format!(
-        "store {} ({} writer{}, HTTP on {} thread{}), held by this process",
+        "store {} ({} writer{}, HTTP on {} thread{}), {}",
         stores.name(),
         writers,
         if writers == 1 { "" } else { "s" },
         http_threads,
-        if http_threads == 1 { "" } else { "s" }
+        if http_threads == 1 { "" } else { "s" },
+        match &app.replica {
+            None => "held by this process".to_string(),
+            Some(name) => format!(
+                "held shared by replica {} (simulate and bench are refused while any replica serves it); one replica at a time sweeps, the others try for the sweeper key every {}",
+                name.to_str().unwrap_or_default(),
+                crate::duration::format_secs(leader::RETRY.as_secs_f64())
+            ),
+        }
     )];
     lines.push(format!(
         "retention {}, lease {}, carrier timeout {}",
@@ -371,12 +449,21 @@ async fn reload_callers(app: Arc<App>, path: Option<std::path::PathBuf>) {
 
 /// Sweeps every `period_ms` of the engine's clock, in rounds of a few batches, remembering what
 /// it purged.
-async fn sweeper(app: Arc<App>, period_ms: Millis, batch: u32) {
+async fn sweeper(
+    app: Arc<App>,
+    leader: Option<Arc<leader::Leader>>,
+    period_ms: Millis,
+    batch: u32,
+) {
     let period = app.clock.wall(period_ms).max(Duration::from_millis(1));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        // Among replicas, the one holding the sweeper key sweeps; the others skip the period.
+        if leader.as_ref().is_some_and(|l| !l.leading()) {
+            continue;
+        }
         loop {
             let swept = app
                 .writers
@@ -498,15 +585,20 @@ impl Accept {
             };
             let _ = stream.set_nodelay(true);
             let router = router.clone();
+            let replica = app.replica.clone();
             let service = hyper::service::service_fn(
                 move |mut req: hyper::Request<hyper::body::Incoming>| {
                     req.extensions_mut().insert(Peer(peer));
                     let mut router = router.clone();
+                    let replica = replica.clone();
                     async move {
-                        let response = match router.call(req.map(axum::body::Body::new)).await {
+                        let mut response = match router.call(req.map(axum::body::Body::new)).await {
                             Ok(r) => r,
                             Err(never) => match never {},
                         };
+                        if let Some(name) = replica {
+                            response.headers_mut().insert(REPLICA_HEADER, name);
+                        }
                         if response.extensions().get::<Died>().is_some() {
                             // The handler died: close the connection without an answer, as a
                             // killed process would.

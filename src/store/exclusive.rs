@@ -24,6 +24,10 @@
 //!
 //! Within one process any number of connections and pools share the hold (a registry counts
 //! them), since one run opens several connections to its own store.
+//!
+//! The one exception to "one process": replicas of `serve` (`--replica`) on one PostgreSQL
+//! schema hold its run key *shared* ([`hold_pg_replica`]), so they serve it together while a run
+//! that measures alone is refused, and the reverse.
 
 use super::StoreError;
 use std::collections::HashMap;
@@ -381,6 +385,18 @@ pub fn schema_writers_key(schema: &str) -> i64 {
     fnv_key("idemcalc-writers:", schema)
 }
 
+/// The key every writing connection of a *replica* of `schema` holds shared (see
+/// [`hold_pg_replica`]): apart from [`schema_writers_key`], so a replica can tell a run's
+/// leftover writers (which keep it out) from its fellow replicas' (which do not).
+pub fn schema_replica_writers_key(schema: &str) -> i64 {
+    fnv_key("idemcalc-replica-writers:", schema)
+}
+
+/// The key the one sweeping replica of `schema` holds (`serve --replica`, `serve::leader`).
+pub fn schema_sweeper_key(schema: &str) -> i64 {
+    fnv_key("idemcalc-sweeper:", schema)
+}
+
 fn fnv_key(prefix: &str, schema: &str) -> i64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in prefix.bytes().chain(schema.bytes()) {
@@ -422,8 +438,12 @@ fn pg_lock_holder(client: &mut postgres::Client, lock_key: i64) -> String {
 /// Waits until no session holds `schema`'s writers key (see [`Fence`]), or says whose session
 /// still does. Takes the key exclusively for an instant to know, then gives it back for this
 /// run's own writers to take shared.
-fn pg_writers_gone(client: &mut postgres::Client, schema: &str) -> Result<(), String> {
-    let key = schema_writers_key(schema);
+fn pg_writers_gone(
+    client: &mut postgres::Client,
+    schema: &str,
+    key: i64,
+    whose: &str,
+) -> Result<(), String> {
     let started = Instant::now();
     loop {
         let got: bool = client
@@ -439,7 +459,7 @@ fn pg_writers_gone(client: &mut postgres::Client, schema: &str) -> Result<(), St
         if started.elapsed() >= WRITERS_GONE_WITHIN {
             let who = pg_lock_holder(client, key);
             return Err(format!(
-                "schema `{schema}` is still written by another idemcalc run's connection ({who}) whose hold has ended; wait for that run to stop"
+                "schema `{schema}` is still written by {whose} connection ({who}) whose hold has ended; wait for it to stop"
             ));
         }
         std::thread::sleep(Duration::from_millis(20));
@@ -451,6 +471,32 @@ pub fn hold_pg_schema(
     config: &postgres::Config,
     schema: &str,
     location: &str,
+) -> Result<Arc<Held>, StoreError> {
+    hold_pg(config, schema, location, None)
+}
+
+/// Holds `schema` *shared*, as replica `replica` of a service that runs as several processes on
+/// one schema (`serve --replica`): any number of replicas hold the schema's run key shared at
+/// once, and a run that must measure alone (`simulate`, `bench`), which takes it exclusively,
+/// is refused while one does, and the reverse. Each replica's writers hold the replica writers'
+/// key ([`schema_replica_writers_key`]) shared: a run waits until none does, as it waits for a
+/// previous run's; a replica waits only for a previous run's writers, not its fellows'. The
+/// fence is the replica's own (its hold session's random key), so a replica that lost its hold
+/// opens no new writer, whatever the others do.
+pub fn hold_pg_replica(
+    config: &postgres::Config,
+    schema: &str,
+    location: &str,
+    replica: &str,
+) -> Result<Arc<Held>, StoreError> {
+    hold_pg(config, schema, location, Some(replica))
+}
+
+fn hold_pg(
+    config: &postgres::Config,
+    schema: &str,
+    location: &str,
+    replica: Option<&str>,
 ) -> Result<Arc<Held>, StoreError> {
     let fail = |message: String| StoreError::Open {
         location: location.to_string(),
@@ -472,7 +518,10 @@ pub fn hold_pg_schema(
     );
     hold(key, || {
         let mut config = config.clone();
-        config.application_name(&format!("idemcalc pid {}", std::process::id()));
+        config.application_name(&match replica {
+            None => format!("idemcalc pid {}", std::process::id()),
+            Some(name) => format!("idemcalc serve replica {name} pid {}", std::process::id()),
+        });
         let mut client = super::pg_connect(&config).map_err(|e| {
             fail(format!(
                 "cannot open the session that holds the schema: {}",
@@ -480,17 +529,41 @@ pub fn hold_pg_schema(
             ))
         })?;
         let lock_key = schema_lock_key(schema);
+        let take = match replica {
+            None => "SELECT pg_try_advisory_lock($1)",
+            Some(_) => "SELECT pg_try_advisory_lock_shared($1)",
+        };
         let got: bool = client
-            .query_one("SELECT pg_try_advisory_lock($1)", &[&lock_key])
+            .query_one(take, &[&lock_key])
             .and_then(|r| r.try_get(0))
             .map_err(|e| fail(super::pg_message(&e)))?;
         if !got {
             let who = pg_lock_holder(&mut client, lock_key);
-            return Err(fail(format!(
-                "schema `{schema}` is in use by another idemcalc run ({who}); wait for it to finish, or name another schema with ?schema=NAME"
-            )));
+            return Err(fail(match replica {
+                None => format!(
+                    "schema `{schema}` is in use by another idemcalc run ({who}); a run that measures (simulate, bench) holds its schema alone, so wait for it to finish (or stop the serve replicas), or name another schema with ?schema=NAME"
+                ),
+                Some(_) => format!(
+                    "schema `{schema}` is held alone by another idemcalc run ({who}): simulate and bench measure alone, so replicas wait for it to finish; or name another schema with ?schema=NAME"
+                ),
+            }));
         }
-        pg_writers_gone(&mut client, schema).map_err(fail)?;
+        pg_writers_gone(
+            &mut client,
+            schema,
+            schema_writers_key(schema),
+            "another idemcalc run's",
+        )
+        .map_err(fail)?;
+        if replica.is_none() {
+            pg_writers_gone(
+                &mut client,
+                schema,
+                schema_replica_writers_key(schema),
+                "a serve replica's",
+            )
+            .map_err(fail)?;
+        }
         // The run's own fence key (see `Fence`): random, so no other run's session holds it.
         // It is not part of any output, so it need not follow `--seed`.
         let fence_key = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
@@ -534,7 +607,10 @@ pub fn hold_pg_schema(
             fence: Some(Fence::Pg {
                 pid,
                 fence_key,
-                writers_key: schema_writers_key(schema),
+                writers_key: match replica {
+                    None => schema_writers_key(schema),
+                    Some(_) => schema_replica_writers_key(schema),
+                },
                 schema: schema.to_string(),
             }),
         })

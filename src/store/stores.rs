@@ -121,6 +121,8 @@ pub struct Stores {
     scratch_base: String,
     /// Scratch PostgreSQL schemas and Redis prefixes to drop at the end.
     scratch: Mutex<Vec<Scratch>>,
+    /// `serve --replica NAME`: the store is held shared, as one replica of several.
+    replica: Option<String>,
 }
 
 /// What a run made and must remove.
@@ -224,7 +226,44 @@ impl Stores {
                 &uuid::Uuid::new_v4().simple().to_string()[..12]
             ),
             scratch: Mutex::new(Vec::new()),
+            replica: None,
         })
+    }
+
+    /// Opens the store from now on as replica `name` of a service that runs as several
+    /// processes on it (`serve --replica`): held shared, not alone (see
+    /// `exclusive::hold_pg_replica`). Only a named PostgreSQL schema can be: a SQLite file
+    /// lives on one host, where one server with one writer is already all its write lock lets
+    /// through, and a scratch schema is one process's own, dropped when it stops.
+    pub fn as_replica(&mut self, name: &str) -> Result<(), StoreError> {
+        let refuse = |message: &str| {
+            Err(StoreError::Spec {
+                spec: self.name.clone(),
+                message: message.to_string(),
+            })
+        };
+        match &self.spec {
+            StoreSpec::Postgres {
+                schema: Some(_), ..
+            } => {}
+            StoreSpec::Postgres { schema: None, .. } => {
+                return refuse(
+                    "--replica needs a named schema (?schema=NAME) that every replica names: a scratch schema is one process's own, dropped when it stops",
+                );
+            }
+            StoreSpec::Sqlite(_) => {
+                return refuse(
+                    "--replica needs PostgreSQL: SQLite stays one server, since a file store lives on one host and one writer already gets everything its write lock lets through (a second process would only queue on that lock)",
+                );
+            }
+            StoreSpec::Redis { .. } => {
+                return refuse(
+                    "--replica needs PostgreSQL: a Redis store keeps its labels in a SQLite file beside the process, which replicas on other hosts cannot share",
+                );
+            }
+        }
+        self.replica = Some(name.to_string());
+        Ok(())
     }
 
     /// Scratch SQLite stores only: what a run without `--store` uses.
@@ -321,6 +360,7 @@ impl Stores {
                     pool_size: self.options.pool_size,
                     synchronous: self.options.synchronous,
                     sweeper,
+                    replica: self.replica.clone(),
                     ..PgOptions::default()
                 };
                 let pool = PgPool::connect(url, &options)?;

@@ -31,6 +31,7 @@ mod postgres_store;
 mod props;
 mod quoted_figures;
 mod redis_store;
+mod replicas;
 mod report;
 mod scratch_store;
 mod serve;

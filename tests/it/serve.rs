@@ -16,7 +16,7 @@ const OTHER_BODY: &str = r#"{"order_id":918273,"parcel_no":1,"weight_g":1500,"se
 
 /// Requests of the tests in this file, on the server [`common::Server`] started.
 impl Server {
-    fn post(&self, client: &Client, key: Option<&str>, body: &str) -> RequestBuilder {
+    pub(crate) fn post(&self, client: &Client, key: Option<&str>, body: &str) -> RequestBuilder {
         let mut r = client
             .post(self.url("/labels"))
             .bearer_auth(TOKEN)
@@ -44,7 +44,11 @@ fn stores(dir: &std::path::Path) -> Vec<String> {
     v
 }
 
-fn problem(r: reqwest::blocking::Response, status: u16, code: &str) -> serde_json::Value {
+pub(crate) fn problem(
+    r: reqwest::blocking::Response,
+    status: u16,
+    code: &str,
+) -> serde_json::Value {
     assert_eq!(r.status().as_u16(), status, "{code}");
     assert_eq!(
         r.headers()["content-type"],
@@ -81,6 +85,27 @@ fn every_row_of_the_status_table_over_http_on_every_store() {
 }
 
 fn status_table(s: &Server) {
+    status_table_answers(s, false);
+    let c = client();
+    assert_eq!(
+        s.metric(
+            &c,
+            r#"idemcalc_requests_total{status="201",outcome="created"}"#
+        ),
+        1.0
+    );
+    assert_eq!(
+        s.metric(
+            &c,
+            r#"idemcalc_requests_total{status="201",outcome="replayed"}"#
+        ),
+        2.0
+    );
+}
+
+/// The status table's answers at `s`; `balanced`: `s` is a load balancer, which answers a
+/// handler that died (closed its connection unanswered) with its own 502.
+pub(crate) fn status_table_answers(s: &Server, balanced: bool) {
     let c = client();
     // 401: no token, an unknown token; never a default caller.
     let r = c
@@ -166,7 +191,15 @@ fn status_table(s: &Server) {
         .post(&c, Some("\"label:5:1:v1\""), &BODY.replace("918273", "5"))
         .header("idemcalc-test-die", "after-carrier")
         .send();
-    assert!(died.is_err(), "a dead handler answers nothing: {died:?}");
+    if balanced {
+        assert_eq!(
+            died.unwrap().status().as_u16(),
+            502,
+            "the balancer's answer"
+        );
+    } else {
+        assert!(died.is_err(), "a dead handler answers nothing: {died:?}");
+    }
     let r = s
         .post(&c, Some("\"label:5:1:v1\""), &BODY.replace("918273", "5"))
         .send()
@@ -219,20 +252,6 @@ fn status_table(s: &Server) {
         c.get(s.url("/labels")).send().unwrap(),
         405,
         "method_not_allowed",
-    );
-    assert_eq!(
-        s.metric(
-            &c,
-            r#"idemcalc_requests_total{status="201",outcome="created"}"#
-        ),
-        1.0
-    );
-    assert_eq!(
-        s.metric(
-            &c,
-            r#"idemcalc_requests_total{status="201",outcome="replayed"}"#
-        ),
-        2.0
     );
 }
 

@@ -35,6 +35,10 @@ pub struct PgOptions {
     /// Hold the schema for this process while the pool lives (a session advisory lock), so a
     /// second process that names it is refused instead of writing into a run's rows.
     pub exclusive: bool,
+    /// With `exclusive`: hold the schema shared, as this replica of a service that runs as
+    /// several processes on one schema (`serve --replica NAME`; see
+    /// `store::exclusive::hold_pg_replica`). `None`: hold it alone.
+    pub replica: Option<String>,
     /// How expired records go; a schema keeps the layout it was created with.
     pub sweeper: Sweeper,
 }
@@ -48,6 +52,7 @@ impl Default for PgOptions {
             connect_timeout: Duration::from_secs(5),
             checkout_timeout: Duration::from_secs(30),
             exclusive: true,
+            replica: None,
             sweeper: Sweeper::Delete,
         }
     }

@@ -176,11 +176,15 @@ impl PgPool {
             ))
             .map_err(|e| inner.pg_err(e))?;
         if options.exclusive {
-            inner._exclusive = Some(exclusive::hold_pg_schema(
-                &inner.config,
-                &options.schema,
-                &inner.location,
-            )?);
+            inner._exclusive = Some(match &options.replica {
+                None => exclusive::hold_pg_schema(&inner.config, &options.schema, &inner.location)?,
+                Some(name) => exclusive::hold_pg_replica(
+                    &inner.config,
+                    &options.schema,
+                    &inner.location,
+                    name,
+                )?,
+            });
         }
         inner.migrate(&mut client)?;
         if options.sweeper.partitioned() {
@@ -237,6 +241,12 @@ impl PgPool {
 
     pub fn schema(&self) -> &str {
         &self.inner.options.schema
+    }
+
+    /// A connection of its own, outside the pool and its hold (no writer): for a session whose
+    /// life is the point, such as the sweeping replica's advisory lock (`serve::leader`).
+    pub fn session(&self) -> Result<postgres::Client, StoreError> {
+        self.inner.raw_connect()
     }
 
     /// Closes the connections nobody is using. A session's statistics (`pg_stat_user_tables`)
