@@ -257,3 +257,92 @@ fn common_run(extra: &[&str]) -> (Option<i32>, String, String) {
     args.extend(extra);
     crate::common::idemcalc(&args)
 }
+
+/// The invoice is read again for the whole run: `serve` calls `idemcalc carrier` over HTTP,
+/// two shards each reconcile their own orders, and the merge reconciles the union of them,
+/// with its own `duplicate_purchases` budget.
+#[test]
+fn a_merge_reads_the_invoice_for_every_shards_orders() {
+    use crate::common::spawn_listening;
+    let dir = tempfile::tempdir().unwrap();
+    let callers = dir.path().join("callers");
+    std::fs::write(&callers, "tok-shards fulfilment\n").unwrap();
+    let (_carrier, carrier) = spawn_listening(&["carrier", "--listen", "127.0.0.1:0"]);
+    let store = format!("sqlite:{}", dir.path().join("store.sqlite").display());
+    let (_serve, base) = spawn_listening(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:0",
+        "--store",
+        &store,
+        "--carrier-url",
+        &carrier,
+        "--callers",
+        callers.to_str().unwrap(),
+    ]);
+    let invoice = format!("{}/v1/invoice", carrier.trim_end_matches('/'));
+    let files: Vec<PathBuf> = (0..2)
+        .map(|i| dir.path().join(format!("shard-{i}.json")))
+        .collect();
+    let children: Vec<_> = files
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            Command::new(env!("CARGO_BIN_EXE_idemcalc"))
+                .args([
+                    "load",
+                    &base,
+                    "--rate",
+                    "100",
+                    "--duration",
+                    "2s",
+                    "--seed",
+                    "3",
+                ])
+                .args(["--first-order", "8000000", "--deadline", "5s", "--quiet"])
+                .args(["--carrier-invoice", &invoice, "--shard", &format!("{i}/2")])
+                .arg("--callers")
+                .arg(&callers)
+                .arg("--out")
+                .arg(f)
+                .stdout(Stdio::null())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    for c in children {
+        let out = c.wait_with_output().unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let merged_path = dir.path().join("merged.json");
+    let (code, _, err) = merge(
+        &files.iter().collect::<Vec<_>>(),
+        &["--out", merged_path.to_str().unwrap()],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    let merged = json(&merged_path);
+    let lines = |r: &Value| r["invoice"]["lines"].as_u64().unwrap();
+    let shards: Vec<Value> = files.iter().map(|f| json(f)).collect();
+    for s in &shards {
+        assert_eq!(s["shard"]["invoice"]["url"], invoice.as_str());
+        assert_eq!(lines(s), s["orders"]["count"].as_u64().unwrap(), "{s}");
+    }
+    assert_eq!(merged["stuck_intents"], 0, "{merged}");
+    assert_eq!(lines(&merged), lines(&shards[0]) + lines(&shards[1]));
+    assert_eq!(lines(&merged), merged["orders"]["count"].as_u64().unwrap());
+    assert!(lines(&merged) > 100, "{merged}");
+    assert_eq!(merged["invoice"]["duplicate_purchases"], 0);
+    let budget = merged["budgets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|b| b["budget"] == "duplicate_purchases")
+        .unwrap_or_else(|| panic!("no duplicate_purchases budget: {merged}"));
+    assert_eq!(budget["ok"], true);
+}
