@@ -5,8 +5,7 @@
 use crate::load::{self, Budgets, KeyPolicy, LoadConfig, Spacing, Template};
 use crate::run::Plan;
 use crate::settings::Settings;
-use crate::settings::flags::Flags;
-use crate::settings::knobs::{KnobId, SIMULATE};
+use crate::settings::knobs::KnobId;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -38,9 +37,13 @@ fn duration_arg(text: &str) -> Result<Duration, String> {
 }
 
 #[derive(Debug, clap::Args)]
+#[command(args_conflicts_with_subcommands = true, subcommand_negates_reqs = true)]
 pub struct LoadArgs {
+    #[command(subcommand)]
+    pub merge: Option<LoadCommand>,
     /// The target's base URL, e.g. http://127.0.0.1:8080 (the template's path is added).
-    pub url: String,
+    #[arg(required = true)]
+    pub url: Option<String>,
     /// Intents started per second, whatever the server answers (open model). Default: the
     /// --scenario's rate, else the seed's 400/s.
     #[arg(long, value_name = "PER_S")]
@@ -54,6 +57,11 @@ pub struct LoadArgs {
     /// Seed of every random choice (arrivals, callers, lost replies, retry delays, keys).
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Send shard I of N (I from 0, as Kubernetes' JOB_COMPLETION_INDEX): the intents I+1,
+    /// I+1+N, … of the run's one schedule, at rate/N; `load merge` adds the N results. Needs
+    /// --first-order, so every shard numbers the same orders.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<String>,
     /// The client's deadline per attempt. Default: the --scenario's, else the seed's 250ms.
     #[arg(long, value_parser = duration_arg)]
     pub deadline: Option<Duration>,
@@ -185,6 +193,15 @@ fn check_out(args: &LoadArgs) -> anyhow::Result<()> {
             inputs.push(crate::output::Input { what, path: p });
         }
     }
+    check_out_file(path, args.force, &inputs)
+}
+
+/// `--out` of a run or a merge: the check of [`crate::output`], with a load result as ours.
+fn check_out_file(
+    path: &std::path::Path,
+    force: bool,
+    inputs: &[crate::output::Input],
+) -> anyhow::Result<()> {
     let target = crate::output::Target {
         flag: "--out",
         path,
@@ -192,15 +209,15 @@ fn check_out(args: &LoadArgs) -> anyhow::Result<()> {
         ours: &is_load_result,
         mark: "a result `idemcalc load --out` wrote is JSON with \"achieved_rate_per_s\"",
     };
-    crate::output::check(&target, args.force, &inputs)?;
+    crate::output::check(&target, force, inputs)?;
     Ok(())
 }
 
 impl LoadArgs {
     /// The run's configuration; every error names its flag or file.
     pub fn config(&self) -> anyhow::Result<LoadConfig> {
-        let url = reqwest::Url::parse(&self.url)
-            .map_err(|e| anyhow::anyhow!("URL `{}`: {e}", self.url))?;
+        let text = self.url.as_deref().unwrap_or_default();
+        let url = reqwest::Url::parse(text).map_err(|e| anyhow::anyhow!("URL `{text}`: {e}"))?;
         // The retry distribution and the client's defaults come from the settings `simulate`
         // would use (the scenario's, or the seed's), so both replay the same client.
         let cdf = self.retry_cdf.as_ref().map(|p| p.to_string_lossy());
@@ -240,6 +257,15 @@ impl LoadArgs {
             KeyPolicyArg::NewPerAttempt => KeyPolicy::NewPerAttempt,
         };
         cfg.first_order = self.first_order.unwrap_or_else(load::first_order_now);
+        if let Some(text) = &self.shard {
+            if self.first_order.is_none() {
+                anyhow::bail!(
+                    "--shard {text}: needs --first-order, so that every shard numbers the same \
+                     orders (the default is the start time, which differs between shards)"
+                );
+            }
+            cfg.shard = Some(load::Shard::parse(text)?);
+        }
         let mut template = match &self.template {
             Some(path) => Template::from_file(path)?,
             None => Template::default(),
@@ -258,7 +284,7 @@ impl LoadArgs {
         }
         cfg.max_in_flight = self
             .max_in_flight
-            .unwrap_or_else(|| load::default_max_in_flight(rate, cfg.deadline));
+            .unwrap_or_else(|| load::default_max_in_flight(cfg.sent_rate_per_s(), cfg.deadline));
         cfg.http2_prior_knowledge = self.http2;
         cfg.max_body = load::body::parse_max("--max-body", &self.max_body)?;
         if let Some(share) = self.budget_error_share
@@ -292,24 +318,16 @@ impl LoadArgs {
     /// The settings `simulate` would use: the scenario's (under the given flags), or the
     /// flags' over the knob table's defaults.
     fn settings(&self, pairs: &[(KnobId, &str)]) -> anyhow::Result<(Settings, String)> {
-        let flags = Flags::<SIMULATE>::given(pairs);
-        Ok(match &self.scenario {
-            Some(path) => (
-                crate::scenario::Scenario::load(path)?.settings_under(&flags)?,
-                format!("--scenario {}", path.display()),
-            ),
-            None => (flags.settings()?, String::new()),
-        })
+        load::predict::settings_for(self.scenario.as_deref(), pairs)
     }
 
     /// With `--retention`: the settings of `simulate`'s prediction for the run `cfg`
     /// describes, and the same as a command line. The lost replies are timed-out calls the
     /// server finished (`load::predict`).
-    fn prediction_settings(&self, cfg: &LoadConfig) -> anyhow::Result<Option<(Settings, String)>> {
-        let Some(retention) = &self.retention else {
-            return Ok(None);
-        };
-        let rate = cfg.rate_per_s.to_string();
+    fn prediction_ask(&self, cfg: &LoadConfig) -> Option<load::predict::Ask> {
+        let retention = self.retention.as_ref()?;
+        // A shard predicts for what it sent: its share of the run's rate.
+        let rate = cfg.sent_rate_per_s().to_string();
         let lose = cfg.lose_reply_fraction.to_string();
         let deadline = format!("{}ms", cfg.deadline.as_millis());
         let attempts = cfg.max_attempts.to_string();
@@ -332,20 +350,7 @@ impl LoadArgs {
         }
         let cdf = self.retry_cdf.as_ref().map(|p| p.to_string_lossy());
         pairs.extend(self.retry_pairs(cdf.as_deref()));
-        let (settings, _) = self
-            .settings(&pairs)
-            .map_err(|e| anyhow::anyhow!("the prediction (--retention): {e}"))?;
-        let mut words: Vec<String> = vec!["idemcalc".into(), "simulate".into()];
-        if let Some(p) = &self.scenario {
-            words.extend(["--scenario".into(), p.display().to_string()]);
-        }
-        for (id, value) in &pairs {
-            let flag = crate::settings::knobs::knob(*id).flag;
-            words.extend([flag.to_string(), value.replace('_', "-")]);
-        }
-        let command =
-            shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
-        Ok(Some((settings, command)))
+        Some(load::predict::Ask::new(self.scenario.as_deref(), &pairs))
     }
 }
 
@@ -394,6 +399,9 @@ fn stop_on_sigterm() {
 }
 
 pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
+    if let Some(LoadCommand::Merge(m)) = &args.merge {
+        return merge(m);
+    }
     let cfg = args.config()?;
     check_out(args)?;
     let bar = super::progress_bar(args.quiet, "load");
@@ -402,17 +410,60 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     let _ = ctrlc::set_handler(|| INTERRUPTED.store(true, std::sync::atomic::Ordering::SeqCst));
     stop_on_sigterm();
     let invoice = args.invoice_source()?;
-    let prediction = args.prediction_settings(&cfg)?;
-    let mut report = load::run_until(&cfg, &tick, &INTERRUPTED)?;
+    let prediction = args.prediction_ask(&cfg);
+    // Checked before the run, so a mistyped knob costs no run.
+    if let Some(ask) = &prediction {
+        ask.settings()?;
+    }
+    let (report, tally) = load::run_sharded(&cfg, &tick, &INTERRUPTED)?;
     bar.finish_and_clear();
-    if let Some(source) = &invoice {
+    let shard = tally.map(|tally| load::shard::ShardBlock {
+        format: load::shard::FORMAT,
+        budgets: cfg.budgets,
+        invoice: invoice.as_ref().map(load::shard::InvoiceAsk::of),
+        prediction: prediction.clone(),
+        tally,
+    });
+    let out = Output {
+        format: args.format,
+        out: args.out.as_deref(),
+        shard: shard.as_ref(),
+    };
+    conclude(
+        report,
+        invoice.as_ref(),
+        prediction.as_ref(),
+        &cfg.budgets,
+        &out,
+    )
+}
+
+/// Where a report goes.
+struct Output<'a> {
+    format: LoadFormat,
+    out: Option<&'a std::path::Path>,
+    /// A shard's block, written beside its report in the JSON.
+    shard: Option<&'a load::shard::ShardBlock>,
+}
+
+/// After a run, or shards merged: the invoice reconciled with the run's orders, the prediction
+/// set beside the count, the report printed and written, the exit code.
+fn conclude(
+    mut report: load::LoadReport,
+    invoice: Option<&load::invoice::InvoiceSource>,
+    prediction: Option<&load::predict::Ask>,
+    budgets: &Budgets,
+    output: &Output<'_>,
+) -> anyhow::Result<i32> {
+    if let Some(source) = invoice {
         // A failed read keeps the report: the run is marked failed, with the reason.
         match load::invoice::reconcile(source, report.orders.numbers()) {
-            Ok(count) => report.add_invoice(count, cfg.budgets.duplicate_labels),
+            Ok(count) => report.add_invoice(count, budgets.duplicate_labels),
             Err(e) => report.add_invoice_unread(&source.url, format!("{e:#}")),
         }
     }
-    if let Some((settings, command)) = prediction {
+    if let Some(ask) = prediction {
+        let (settings, command) = ask.settings()?;
         report.prediction = Some(load::predict::predict(
             &settings,
             command,
@@ -420,20 +471,26 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
             report.run_days(),
         )?);
     }
-    let text = match args.format {
+    let json = match output.shard {
+        Some(shard) => serde_json::to_string_pretty(&load::shard::ShardReport {
+            report: &report,
+            shard,
+        })?,
+        None => serde_json::to_string_pretty(&report)?,
+    } + "\n";
+    let text = match output.format {
         LoadFormat::Table => report.text(),
-        LoadFormat::Json => serde_json::to_string_pretty(&report)? + "\n",
+        LoadFormat::Json => json.clone(),
         LoadFormat::Markdown => report.markdown(),
     };
-    if let Some(path) = &args.out {
-        let json = serde_json::to_string_pretty(&report)? + "\n";
+    if let Some(path) = output.out {
         crate::output::write(path, json.as_bytes())
             .map_err(|e| anyhow::anyhow!("--out {}: {e}", path.display()))?;
     }
     super::print(&text)?;
     // The text ends with the verdict; JSON and Markdown go to files and pipes, so the reasons a
     // run failed are named on stderr too, as k6 names the thresholds crossed.
-    if args.format != LoadFormat::Table {
+    if output.format != LoadFormat::Table {
         for f in &report.verdict.failures {
             eprintln!("idemcalc load: FAILED: {f}");
         }
@@ -445,4 +502,57 @@ pub fn run(args: &LoadArgs) -> anyhow::Result<i32> {
     } else {
         super::EXIT_BUDGET
     })
+}
+
+#[derive(Debug, clap::Subcommand)]
+pub enum LoadCommand {
+    /// Add the results of `load --shard I/N --out FILE` (one per index) into the one run's
+    /// report: counts and HDR histograms added exactly, duplicates found on the union of
+    /// labels, the invoice and the prediction redone for the whole run, budgets and verdict
+    /// recomputed; exit codes as a run's.
+    Merge(MergeArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The shards' JSON results, every index of one run once.
+    #[arg(required = true, value_name = "FILE")]
+    pub files: Vec<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: LoadFormat,
+    /// Also write the merged result as JSON to this file.
+    /// An existing file is replaced only if `load` wrote it, unless --force.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+    /// Replace an --out file that idemcalc did not write.
+    #[arg(long)]
+    pub force: bool,
+}
+
+fn merge(args: &MergeArgs) -> anyhow::Result<i32> {
+    if let Some(path) = &args.out {
+        let inputs: Vec<crate::output::Input> = args
+            .files
+            .iter()
+            .map(|p| crate::output::Input {
+                what: "a shard file",
+                path: p,
+            })
+            .collect();
+        check_out_file(path, args.force, &inputs)?;
+    }
+    let merged = load::shard::merge(&args.files)?;
+    let out = Output {
+        format: args.format,
+        out: args.out.as_deref(),
+        shard: None,
+    };
+    conclude(
+        merged.report,
+        merged.invoice.as_ref(),
+        merged.prediction.as_ref(),
+        &merged.budgets,
+        &out,
+    )
 }

@@ -28,6 +28,7 @@ pub mod invoice;
 mod outcome;
 pub mod predict;
 pub mod request;
+pub mod shard;
 pub mod summary;
 mod tally;
 pub mod verdict;
@@ -35,7 +36,9 @@ pub mod verdict;
 pub use crate::sim::replay::KeyPolicy;
 pub use outcome::Outcome;
 pub use request::{Caller, Template};
+pub use shard::Shard;
 pub use summary::{Budgets, LoadReport};
+pub use tally::{SecondTally, ShardTally};
 
 use crate::traffic::{Arrivals, RetryDelay};
 use rand::SeedableRng;
@@ -87,6 +90,8 @@ pub struct LoadConfig {
     pub budgets: Budgets,
     /// How the retry distribution was chosen, for the output.
     pub retry_source: String,
+    /// `--shard I/N`: send only this shard's intents of the run's one schedule.
+    pub shard: Option<Shard>,
 }
 
 impl LoadConfig {
@@ -122,7 +127,13 @@ impl LoadConfig {
             http2_prior_knowledge: false,
             budgets: Budgets::default(),
             retry_source: "the seed's table".into(),
+            shard: None,
         }
+    }
+
+    /// The rate this process sends at: the run's, or a shard's share of it.
+    pub fn sent_rate_per_s(&self) -> f64 {
+        self.rate_per_s / f64::from(self.shard.map_or(1, |s| s.count))
     }
 
     /// Refuses values the run cannot use; the message names the flag.
@@ -158,10 +169,13 @@ impl LoadConfig {
         if self.max_body == 0 {
             anyhow::bail!("--max-body: must be at least 1 byte");
         }
+        if let Some(shard) = self.shard {
+            shard.check()?;
+        }
         let intents = self.rate_per_s * self.duration.as_secs_f64() * 1.5 + 1000.0;
         if self.first_order < 0 || self.first_order as f64 + intents > MAX_ORDER as f64 {
             anyhow::bail!(
-                "--first-order {}: the run's order numbers must stay within 0..2^53",
+                "--first-order {}: the run's order numbers (about rate × duration of them) must stay within 0..{MAX_ORDER}",
                 self.first_order
             );
         }
@@ -269,13 +283,22 @@ pub fn run_until(
     progress: &(dyn Fn(f64) + Sync),
     interrupted: &std::sync::atomic::AtomicBool,
 ) -> anyhow::Result<LoadReport> {
+    Ok(run_sharded(cfg, progress, interrupted)?.0)
+}
+
+/// [`run_until`], with a shard's collector for `load merge` when `cfg.shard` is set.
+pub fn run_sharded(
+    cfg: &LoadConfig,
+    progress: &(dyn Fn(f64) + Sync),
+    interrupted: &std::sync::atomic::AtomicBool,
+) -> anyhow::Result<(LoadReport, Option<ShardTally>)> {
     cfg.check()?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .thread_name("idemcalc-load")
         .build()?;
     let wall = std::time::Instant::now();
-    let (summary, covered_s) = runtime.block_on(drive(cfg, progress, interrupted))?;
+    let (summary, covered_s, tally) = runtime.block_on(drive(cfg, progress, interrupted))?;
     // Anything still open (a server that never answers past the observation window) is
     // dropped here, not waited for.
     runtime.shutdown_timeout(Duration::from_millis(100));
@@ -284,12 +307,8 @@ pub fn run_until(
         echo.interrupted_after_s = Some(covered_s);
         echo.duration_s = covered_s.max(f64::MIN_POSITIVE);
     }
-    Ok(LoadReport::new(
-        echo,
-        summary,
-        &cfg.budgets,
-        wall.elapsed().as_secs_f64(),
-    ))
+    let report = LoadReport::new(echo, summary, &cfg.budgets, wall.elapsed().as_secs_f64());
+    Ok((report, tally))
 }
 
 /// Installs rustls' process-wide crypto provider, which every reqwest client of this build
@@ -325,7 +344,7 @@ async fn drive(
     cfg: &LoadConfig,
     progress: &(dyn Fn(f64) + Sync),
     interrupted: &std::sync::atomic::AtomicBool,
-) -> anyhow::Result<(summary::LoadSummary, f64)> {
+) -> anyhow::Result<(summary::LoadSummary, f64, Option<ShardTally>)> {
     // The template's path goes after the URL's own: http://h/api + /labels = /api/labels.
     let mut url = cfg.url.clone();
     url.set_path(&format!(
@@ -358,12 +377,8 @@ async fn drive(
     });
     // Every task holds a clone: the run is over when only this one is left.
     let live = Arc::new(());
-    tokio::spawn(schedule(
-        ctx.clone(),
-        cfg.rate_per_s,
-        cfg.spacing,
-        live.clone(),
-    ));
+    let (rate, spacing, shard) = (cfg.rate_per_s, cfg.spacing, cfg.shard);
+    tokio::spawn(schedule(ctx.clone(), rate, spacing, shard, live.clone()));
     let tail = cfg.deadline + cfg.observe + Duration::from_secs(1);
     let mut hard_end = ctx.end() + tail;
     let total_s = (hard_end - start).as_secs_f64();
@@ -380,16 +395,29 @@ async fn drive(
         }
     }
     progress(1.0);
-    let collector = std::mem::replace(&mut *ctx.lock(), tally::Collector::new());
+    let mut collector = std::mem::replace(&mut *ctx.lock(), tally::Collector::new());
     // The share of the retry distribution the run covered, up to where it ended.
     let end_s = ctx.at_s(ctx.end());
     let (retry, scale) = (&cfg.retry, cfg.time_scale);
-    let summary = collector.finish(|started_s| retry.cdf((end_s - started_s).max(0.0) * scale));
-    Ok((summary, end_s))
+    let covered_sum =
+        collector.covered_sum(|started_s| retry.cdf((end_s - started_s).max(0.0) * scale));
+    let tally = match cfg.shard {
+        Some(_) => Some(collector.export(covered_sum)?),
+        None => None,
+    };
+    Ok((collector.finish(covered_sum), end_s, tally))
 }
 
 /// Starts intents at their intended times until the run's end, whatever the server does.
-async fn schedule(ctx: Arc<Ctx>, rate_per_s: f64, spacing: Spacing, live: Arc<()>) {
+/// A shard draws the same schedule and starts only its own intents: skipped ones are not
+/// waited for, so the shard's clock is the run's.
+async fn schedule(
+    ctx: Arc<Ctx>,
+    rate_per_s: f64,
+    spacing: Spacing,
+    shard: Option<Shard>,
+    live: Arc<()>,
+) {
     let mut rng = StdRng::seed_from_u64(ctx.seed);
     let Ok(poisson) = Arrivals::constant(rate_per_s) else {
         return;
@@ -407,6 +435,10 @@ async fn schedule(ctx: Arc<Ctx>, rate_per_s: f64, spacing: Spacing, live: Arc<()
             break;
         }
         let due = ctx.start + Duration::from_secs_f64(t_s);
+        if shard.is_some_and(|s| !s.takes(id + 1)) {
+            id += 1;
+            continue;
+        }
         tokio::time::sleep_until(due).await;
         if due >= ctx.end() {
             break;
@@ -421,11 +453,17 @@ fn echo(cfg: &LoadConfig) -> summary::RunEcho {
         url: cfg.url.to_string(),
         method: cfg.template.method.to_string(),
         path: cfg.template.path.clone(),
-        rate_per_s: cfg.rate_per_s,
+        rate_per_s: cfg.sent_rate_per_s(),
+        shard: cfg.shard.map(|s| summary::ShardEcho {
+            index: s.index,
+            count: s.count,
+            run_rate_per_s: cfg.rate_per_s,
+        }),
         arrivals: match cfg.spacing {
             Spacing::Poisson => "poisson",
             Spacing::Constant => "constant",
-        },
+        }
+        .to_string(),
         duration_s: cfg.duration.as_secs_f64(),
         interrupted_after_s: None,
         seed: cfg.seed,

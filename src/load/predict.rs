@@ -10,9 +10,12 @@
 
 use crate::run::Plan;
 use crate::settings::Settings;
+use crate::settings::flags::Flags;
+use crate::settings::knobs::{self, KnobId, SIMULATE};
 use crate::sim::replay::{Figure, Progress, Tally};
 use crate::store::{StoreOptions, Stores};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 
 /// How wide the count's 95 % interval may be, as a multiple of the prediction, for their
@@ -72,6 +75,79 @@ pub struct Prediction {
     pub run_longer: Option<f64>,
     /// The same prediction from the command line.
     pub command: String,
+}
+
+/// The settings `simulate` would use for knob values `pairs`: the scenario's under them, or
+/// theirs over the knob table's defaults; with where the retry distribution came from.
+pub fn settings_for(
+    scenario: Option<&Path>,
+    pairs: &[(KnobId, &str)],
+) -> anyhow::Result<(Settings, String)> {
+    let flags = Flags::<SIMULATE>::given(pairs);
+    Ok(match scenario {
+        Some(path) => (
+            crate::scenario::Scenario::load(path)?.settings_under(&flags)?,
+            format!("--scenario {}", path.display()),
+        ),
+        None => (flags.settings()?, String::new()),
+    })
+}
+
+/// What a prediction is asked with: the scenario and the knob values (by knob name) that
+/// `simulate` runs on. A shard writes it, so that `load merge` predicts for the whole run
+/// (the same values at the run's rate) through the same code.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Ask {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub scenario: Option<PathBuf>,
+    pub knobs: Vec<(String, String)>,
+}
+
+impl Ask {
+    pub fn new(scenario: Option<&Path>, pairs: &[(KnobId, &str)]) -> Self {
+        Ask {
+            scenario: scenario.map(Path::to_path_buf),
+            knobs: pairs
+                .iter()
+                .map(|(id, v)| (knobs::knob(*id).name.to_string(), v.to_string()))
+                .collect(),
+        }
+    }
+
+    /// The same prediction at `rate_per_s` (a merged run's, the sum of its shards').
+    pub fn at_rate(&self, rate_per_s: f64) -> Self {
+        let name = knobs::knob(KnobId::RatePerS).name;
+        let mut ask = self.clone();
+        for (k, v) in &mut ask.knobs {
+            if k == name {
+                *v = rate_per_s.to_string();
+            }
+        }
+        ask
+    }
+
+    /// The settings, and the same prediction as a command line.
+    pub fn settings(&self) -> anyhow::Result<(Settings, String)> {
+        let mut pairs = Vec::new();
+        for (name, value) in &self.knobs {
+            let knob = knobs::by_name(name)
+                .ok_or_else(|| anyhow::anyhow!("the prediction: no knob `{name}`"))?;
+            pairs.push((knob.id, value.as_str()));
+        }
+        let (settings, _) = settings_for(self.scenario.as_deref(), &pairs)
+            .map_err(|e| anyhow::anyhow!("the prediction (--retention): {e}"))?;
+        let mut words: Vec<String> = vec!["idemcalc".into(), "simulate".into()];
+        if let Some(p) = &self.scenario {
+            words.extend(["--scenario".into(), p.display().to_string()]);
+        }
+        for (id, value) in &pairs {
+            let flag = knobs::knob(*id).flag;
+            words.extend([flag.to_string(), value.replace('_', "-")]);
+        }
+        let command =
+            shlex::try_join(words.iter().map(String::as_str)).unwrap_or_else(|_| words.join(" "));
+        Ok((settings, command))
+    }
 }
 
 /// Runs the simulator on `settings` and sets its duplicates beside `count`, the run's own

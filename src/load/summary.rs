@@ -14,7 +14,7 @@ use crate::format::{
 use crate::report::live;
 use crate::sim::replay::{Figure, Tally};
 use hdrhistogram::Histogram;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The share of the late-retry distribution a run must cover (its late retries sent before it
@@ -58,7 +58,7 @@ impl Percentiles {
 }
 
 /// Counts that are not per outcome.
-#[derive(Debug, Clone, Default, Serialize)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct Counts {
     pub intents_started: u64,
     pub dropped_intents: u64,
@@ -78,6 +78,25 @@ pub struct Counts {
     pub identity_missing: u64,
     /// Labels handed to two different intents (another intent's saved answer replayed).
     pub shared_labels: u64,
+}
+
+impl Counts {
+    /// Adds a shard's counts (`load merge`).
+    pub(super) fn add(&mut self, o: &Counts) {
+        self.intents_started += o.intents_started;
+        self.dropped_intents += o.dropped_intents;
+        self.attempts_sent += o.attempts_sent;
+        self.retries_sent += o.retries_sent;
+        self.late_retries_scheduled += o.late_retries_scheduled;
+        self.late_retries_not_sent += o.late_retries_not_sent;
+        self.backoff_retries_not_sent += o.backoff_retries_not_sent;
+        self.attempts_dropped += o.attempts_dropped;
+        self.lost_replies += o.lost_replies;
+        self.late_replies += o.late_replies;
+        self.unexpected_422 += o.unexpected_422;
+        self.identity_missing += o.identity_missing;
+        self.shared_labels += o.shared_labels;
+    }
 }
 
 /// One intent that got two labels: its caller, the keys it sent, the identities it was given.
@@ -138,7 +157,7 @@ pub(super) struct LoadSummary {
 }
 
 /// Thresholds that fail the run (exit 1), as k6's thresholds do.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
 pub struct Budgets {
     /// p99 of the 2xx answers (first runs and replays, in time or late), milliseconds.
     pub latency_ms_p99: Option<f64>,
@@ -151,13 +170,17 @@ pub struct Budgets {
 }
 
 /// What the run was asked, echoed in the output.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RunEcho {
     pub url: String,
     pub method: String,
     pub path: String,
+    /// The rate this process sent at: a shard's share of the run's (`shard`).
     pub rate_per_s: f64,
-    pub arrivals: &'static str,
+    /// `load --shard I/N`: which part of the run's one schedule this process sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardEcho>,
+    pub arrivals: String,
     /// How long intents started: the asked duration, or up to a Ctrl-C.
     pub duration_s: f64,
     /// Set when Ctrl-C stopped the run this many seconds in: the figures cover that part.
@@ -227,6 +250,18 @@ pub struct LoadReport {
     /// `--retention`: `simulate`'s duplicates per day for the same settings, beside the count.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub prediction: Option<super::predict::Prediction>,
+    /// `load merge`: the shard files this report adds up, in index order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub merged_from: Vec<String>,
+}
+
+/// A shard as its report echoes it (`load::shard`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ShardEcho {
+    pub index: u32,
+    pub count: u32,
+    /// The whole run's rate; this shard sent `1 / count` of it.
+    pub run_rate_per_s: f64,
 }
 
 /// The order numbers of the intents started (dropped intents take an id, and so an order
@@ -358,6 +393,7 @@ impl LoadReport {
             invoice: None,
             invoice_unread: None,
             prediction: None,
+            merged_from: Vec::new(),
         }
     }
 
@@ -527,6 +563,23 @@ impl LoadReport {
             r.deadline_ms,
             r.time_scale
         ));
+        // A shard's figures are its part of the run; a merge's are the whole run's.
+        if let Some(s) = &r.shard {
+            out.push_str(&format!(
+                "shard {}/{} of a run at {}: this part's figures; `idemcalc load merge` adds the {} results\n\n",
+                s.index,
+                s.count,
+                rate_per_s(s.run_rate_per_s),
+                s.count
+            ));
+        }
+        if !self.merged_from.is_empty() {
+            out.push_str(&format!(
+                "merged from {} shards: {}\n\n",
+                self.merged_from.len(),
+                self.merged_from.join(", ")
+            ));
+        }
         if let Some(after) = r.interrupted_after_s {
             out.push_str(&format!(
                 "interrupted: Ctrl-C stopped new intents and retries after {}; the attempts already sent were heard out, and the figures below cover that part of the run\n\n",

@@ -435,22 +435,6 @@ fn from_file_is_duckdbs_reader_of_a_string_literal() {
     }
 }
 
-/// python3 can import `modules`, or `false` with a notice (a panic under CI, where
-/// `.ci/run` installs them).
-fn python_has(modules: &str, what: &str) -> bool {
-    let ok = Command::new("python3")
-        .args(["-c", &format!("import {modules}")])
-        .output()
-        .is_ok_and(|o| o.status.success());
-    if !ok {
-        if std::env::var_os("CI").is_some() {
-            panic!("CI is set but python3 cannot import {modules} (pip install {modules})");
-        }
-        eprintln!("SKIPPED {what}: python3 cannot import {modules} (pip install {modules})");
-    }
-    ok
-}
-
 /// Runs a Python script with arguments; its stdout, or a panic with its stderr.
 fn python(script: &str, args: &[&str]) -> Result<String, String> {
     let out = Command::new("python3")
@@ -485,7 +469,7 @@ sys.exit(1 if bad else 0)
 
 #[test]
 fn sqlglot_parses_each_dialects_query_in_that_dialect() {
-    if !python_has("sqlglot", "the sqlglot parse of every dialect") {
+    if !common::python_has("sqlglot", "the sqlglot parse of every dialect") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -671,7 +655,7 @@ print(con.execute("SELECT COUNT(*) FROM victims").fetchone()[0])
 
 #[test]
 fn an_injected_table_is_refused_and_from_file_runs_on_duckdb() {
-    if !python_has("duckdb", "the DuckDB runs of the query") {
+    if !common::python_has("duckdb", "the DuckDB runs of the query") {
         return;
     }
     let dir = tempfile::tempdir().unwrap();

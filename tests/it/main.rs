@@ -24,6 +24,8 @@ mod layers;
 mod load;
 mod load_agrees;
 mod load_faults;
+mod load_shards;
+mod manifests;
 mod model;
 mod off_path;
 mod outputs;

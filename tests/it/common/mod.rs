@@ -624,3 +624,19 @@ pub fn signal(child: &std::process::Child, sig: i32) {
         libc::kill(child.id() as i32, sig);
     }
 }
+
+/// python3 can import `modules`, or `false` with a notice (a panic under CI, where
+/// `.ci/run` installs them).
+pub fn python_has(modules: &str, what: &str) -> bool {
+    let ok = std::process::Command::new("python3")
+        .args(["-c", &format!("import {modules}")])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !ok {
+        if std::env::var_os("CI").is_some() {
+            panic!("CI is set but python3 cannot import {modules} (pip install {modules})");
+        }
+        eprintln!("SKIPPED {what}: python3 cannot import {modules} (pip install {modules})");
+    }
+    ok
+}
