@@ -155,8 +155,30 @@ fn the_manifests_agree_with_each_other_and_with_the_binary() {
         service["spec"]["selector"],
         serve["spec"]["template"]["metadata"]["labels"]
     );
-    let store = "postgres://u@h/db";
-    assert_parses(&args, &[("IDEMCALC_STORE", store)]);
+    // Each pod a replica named after itself, of the schema the Secret names, with the one
+    // carrier: what `serve --replica` requires.
+    let env: Vec<&str> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["name"].as_str())
+        .collect();
+    for var in ["IDEMCALC_STORE", "POD_NAME", "CARRIER_URL"] {
+        assert!(
+            env.contains(&var),
+            "{var} not in the serve container's env {env:?}"
+        );
+    }
+    assert_eq!(after(&args, "--replica"), "$(POD_NAME)");
+    let store = "postgres://u@h/db?schema=labels";
+    assert_parses(
+        &args,
+        &[
+            ("IDEMCALC_STORE", store),
+            ("POD_NAME", "idemcalc-serve-7d9f8b6c4-x2x9z"),
+            ("CARRIER_URL", "http://carrier.default.svc:8080"),
+        ],
+    );
 
     // load: an Indexed Job whose --shard is JOB_COMPLETION_INDEX/completions, all at once,
     // each shard's result under the index; no pod retried (a shard sent twice replays).
