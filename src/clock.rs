@@ -69,6 +69,42 @@ impl Clock for VirtualClock {
     }
 }
 
+/// A clock that runs `scale` times faster than the wall from the moment the server starts
+/// (`--time-scale`): every duration the engine measures on it (lease, retention, the carrier's
+/// latency and timeout, the sweep period) passes `scale` times sooner. At scale 1 it is the
+/// system clock.
+pub struct ScaledClock {
+    start_ms: Millis,
+    start: std::time::Instant,
+    scale: f64,
+}
+
+impl ScaledClock {
+    pub fn new(scale: f64) -> Self {
+        ScaledClock {
+            start_ms: SystemClock.now_ms(),
+            start: std::time::Instant::now(),
+            scale,
+        }
+    }
+
+    /// The wall-clock time an engine duration takes.
+    pub fn wall(&self, engine_ms: Millis) -> std::time::Duration {
+        std::time::Duration::from_secs_f64(engine_ms.max(0) as f64 / 1000.0 / self.scale)
+    }
+
+    /// The engine duration a wall-clock time is (the inverse of [`ScaledClock::wall`]).
+    pub fn engine_ms(&self, wall: std::time::Duration) -> Millis {
+        (wall.as_secs_f64() * 1000.0 * self.scale).round() as Millis
+    }
+}
+
+impl Clock for ScaledClock {
+    fn now_ms(&self) -> Millis {
+        self.start_ms + (self.start.elapsed().as_secs_f64() * 1000.0 * self.scale) as Millis
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -81,5 +117,17 @@ mod tests {
         assert_eq!(b.elapsed_ms(), 1500);
         b.set_ms(VIRTUAL_EPOCH_MS + 1000);
         assert_eq!(a.elapsed_ms(), 1500, "set_ms never moves time backwards");
+    }
+
+    #[test]
+    fn a_scaled_clock_runs_faster_and_converts_back_to_the_wall() {
+        let c = ScaledClock::new(3600.0);
+        assert_eq!(c.wall(86_400_000), std::time::Duration::from_secs(24));
+        let a = c.now_ms();
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        assert!(
+            c.now_ms() - a >= 7_000,
+            "2 ms of wall time is 7.2 s of engine time"
+        );
     }
 }

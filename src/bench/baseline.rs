@@ -6,8 +6,8 @@
 //! what the engine adds. The statements are the very text `store::sqlite::sql` holds; the test
 //! `baseline_leaves_the_rows_the_engine_leaves` in `tests/it/bench.rs` holds the two together.
 
+use super::drive::{Job, Service};
 use super::fill::{CALLER, COST_CENTS, RETENTION_MS, label_body, tracking_no};
-use super::serve::{Job, Service};
 use super::statements::{Statement, StatementTimes, timed_if as timed};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;

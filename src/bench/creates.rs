@@ -5,8 +5,8 @@
 //! bench's writer calls, with the key and body its clients send.
 
 use super::checkpoint::Checkpoints;
+use super::drive::{Job, Service};
 use super::fill::{Filler, Layout, WEIGHT_G, body, key};
-use super::serve::{Job, Service};
 use super::{BenchConfig, BenchError, SqliteWriter, carrier, open};
 use crate::clock::{Clock, SystemClock};
 use crate::engine::{Engine, EngineConfig, Outcome};

@@ -64,7 +64,7 @@ pub fn machine_before() -> MachineBefore {
     MachineBefore {
         load_1m,
         cpu_busy,
-        cores: cores(),
+        cores: crate::host::cores(),
     }
 }
 
@@ -83,11 +83,6 @@ fn cpu_times() -> Option<(u64, u64)> {
     let total: u64 = fields.iter().sum();
     let idle = fields.get(3)? + fields.get(4).copied().unwrap_or(0);
     Some((total.saturating_sub(idle), total))
-}
-
-/// The cores this process may run on (1 where the system does not say).
-pub fn cores() -> usize {
-    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// The 1-minute load average, where the system reports one (Linux).

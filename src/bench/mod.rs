@@ -19,6 +19,7 @@ pub mod ceiling;
 /// Where the bench's checkpoint settings live: the store, which `idemcalc serve` shares.
 pub use crate::store::checkpoint;
 pub mod creates;
+mod drive;
 pub mod fill;
 pub mod machine;
 pub mod mix;
@@ -26,11 +27,10 @@ pub mod pg;
 pub mod redis;
 mod report;
 pub mod runs;
-mod serve;
 pub mod statements;
 
 pub use baseline::{Baseline, SqliteWriter};
-pub use machine::{Machine, cores};
+pub use machine::Machine;
 pub use report::{
     InvariantCheck, Percentiles, Report, RunSample, SideReport, SideSummary, render_table,
 };
@@ -44,9 +44,9 @@ use crate::store::{
     StorePool, StoreSpec, Stores, Sweeper, Synchronous,
 };
 use checkpoint::{CHECKPOINT_INTERVAL, Checkpointer, Checkpoints};
+use drive::{Commits, Counters, Plan, Service, Tally};
 use fill::{Filler, Layout};
 use mix::{Kind, Mix};
-use serve::{Commits, Counters, Plan, Service, Tally};
 use statements::{PerStatement, StatementTimes, timed, timer};
 use std::path::Path;
 use std::sync::Arc;
@@ -348,7 +348,7 @@ impl Side {
             baseline: self.baseline,
             interrupted: &config.interrupted,
         };
-        let t = serve::run_slice(&mut self.services, &self.commits, &plan);
+        let t = drive::run_slice(&mut self.services, &self.commits, &plan);
         if slice_no == 0 {
             if let Some(times) = &self.times {
                 times.reset();

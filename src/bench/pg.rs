@@ -7,12 +7,12 @@
 //! else scratch schemas dropped at the end, as SQLite's temporary directory is.
 
 use super::BenchConfig;
+use super::drive::{Job, Service};
 use super::fill::{
     CALLER, COST_CENTS, HELD_LEASE_MS, Layout, Prefill, RETENTION_MS, filled_hash, key, label_body,
     tracking_no,
 };
 use super::mix::Kind;
-use super::serve::{Job, Service};
 use super::statements::{Statement as Step, StatementTimes, timed_if as timed};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;

@@ -9,8 +9,8 @@
 //! (refused if either holds keys); otherwise scratch prefixes are unlinked at the end.
 
 use super::baseline::insert_label;
+use super::drive::{Job, Service};
 use super::fill::{CALLER, HELD_LEASE_MS, Layout, RETENTION_MS, filled_hash, key, label_body};
-use super::serve::{Job, Service};
 use crate::clock::{Clock, Millis, SystemClock};
 use crate::engine::Outcome;
 use crate::store::redis::{CLAIM, COMPLETE, index_name, record_name};

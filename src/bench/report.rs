@@ -3,11 +3,11 @@
 use super::BenchConfig;
 use super::ceiling::Ceiling;
 use super::checkpoint::{CheckpointStats, Checkpoints};
+use super::drive::Tally;
 use super::fill::Layout;
 use super::machine::Machine;
 use super::mix::{Kind, PerKind};
 use super::runs::{self, Comparison, MeanInterval, Resolution, Spread};
-use super::serve::Tally;
 use crate::format::{latency, plural, thousands};
 use crate::store::group::GroupStats;
 use crate::store::{Invariants, Synchronous};

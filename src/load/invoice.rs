@@ -53,7 +53,7 @@ pub fn reconcile(source: &InvoiceSource, orders: &[i64]) -> anyhow::Result<Invoi
         .build()?;
     let read = rt.block_on(async {
         // `load merge` reads the invoice without a run before it to install the provider.
-        super::install_tls_provider();
+        crate::net::install_tls_provider();
         let client = reqwest::Client::builder()
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())

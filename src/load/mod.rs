@@ -311,21 +311,10 @@ pub fn run_sharded(
     Ok((report, tally))
 }
 
-/// Installs rustls' process-wide crypto provider, which every reqwest client of this build
-/// needs before it is built (a test's blocking client too: features unify). reqwest is built
-/// without a provider so that rustls uses ring (already built for other dependencies) rather
-/// than compiling aws-lc, whose post-quantum key exchange is why rustls marks ring's provider
-/// deprecated; installing it twice is harmless.
-pub fn install_tls_provider() {
-    #[allow(deprecated)]
-    let provider = rustls::crypto::ring::default_provider();
-    let _ = provider.install_default();
-}
-
 /// The HTTP client: keep-alive pool as large as the requests open at once, TLS by rustls
 /// with the platform's roots (a bad certificate fails the attempt, named).
 fn http_client(cfg: &LoadConfig) -> anyhow::Result<reqwest::Client> {
-    install_tls_provider();
+    crate::net::install_tls_provider();
     let mut b = reqwest::Client::builder()
         .pool_max_idle_per_host(cfg.max_in_flight)
         .pool_idle_timeout(Duration::from_secs(30))

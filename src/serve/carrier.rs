@@ -16,11 +16,11 @@
 //! labels (the seed's "carrier invoice lines with no matching label"); at most `--invoice-lines`
 //! of the latest, with `Idemcalc-Invoice-Dropped: N` when older ones were dropped.
 
-use super::writers::ScaledClock;
 use crate::carrier::{
     Carrier, CarrierConfig, CarrierLabel, CarrierReply, CarrierResult, INVOICE_DROPPED,
     InvoiceLine, KEY_REUSED, Purchase, Service,
 };
+use crate::clock::ScaledClock;
 use crate::clock::{Clock as _, Millis};
 use axum::Json;
 use axum::extract::State;
@@ -284,7 +284,7 @@ pub struct RemoteCarrier {
 
 impl RemoteCarrier {
     pub fn new(url: &reqwest::Url) -> anyhow::Result<Self> {
-        crate::load::install_tls_provider();
+        crate::net::install_tls_provider();
         let labels = url
             .join("v1/labels")
             .map_err(|e| anyhow::anyhow!("--carrier-url {url}: {e}"))?;

@@ -6,8 +6,9 @@ use super::detect::{Creators, InFlight, PurgeMemory, Running};
 use super::headers::{Callers, KeyHeader, idempotency_key};
 use super::metrics::Metrics;
 use super::problem::{self, Problem};
-use super::writers::{Began, CarrierCall, Job, JobError, ScaledClock, Writers};
+use super::writers::{Began, CarrierCall, Job, JobError, Writers};
 use crate::carrier::{Carrier, CarrierReply, CarrierResult, CarrierStats};
+use crate::clock::ScaledClock;
 use crate::engine::{
     Attempt, DiePoint, EngineConfig, Finished, Outcome, Request, RequestDigest, Response,
 };

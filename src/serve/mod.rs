@@ -26,6 +26,7 @@ pub mod writers;
 
 use crate::carrier::{Carrier, CarrierConfig};
 use crate::clock::Millis;
+use crate::clock::ScaledClock;
 use crate::engine::{EngineConfig, KeyScope};
 use crate::store::checkpoint::{CHECKPOINT_INTERVAL, Checkpointer};
 use crate::store::{Slot, StoreOptions, StorePool, Stores, Sweeper, Synchronous};
@@ -38,7 +39,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 use tower::Service as _;
-use writers::{EngineParts, Job, JobError, ScaledClock, Writers};
+use writers::{EngineParts, Job, JobError, Writers};
 
 /// Everything a server needs, validated.
 pub struct ServeConfig {
@@ -113,7 +114,7 @@ pub fn run(
     };
     let http_threads = config
         .http_threads
-        .unwrap_or_else(|| default_http_threads(pool.kind(), crate::bench::cores()));
+        .unwrap_or_else(|| default_http_threads(pool.kind(), crate::host::cores()));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(http_threads)
         .enable_all()

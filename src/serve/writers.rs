@@ -1,14 +1,14 @@
 //! The engine's blocking store calls, kept off the async workers: writer threads, each owning
 //! one engine on one store connection, fed by one bounded channel.
 //!
-//! As in the bench (`bench::serve`): SQLite has one writer at a time, so one thread owns the
+//! As in the bench (`bench::drive`): SQLite has one writer at a time, so one thread owns the
 //! store and serves every request (more connections would queue on the file's lock through
 //! SQLite's busy handler, which sleeps); PostgreSQL and Redis take writers in parallel, one
 //! thread per pooled connection. The sweeper's batches go through the same channel, so on
 //! SQLite they run on the one writer between requests instead of fighting it for the lock.
 
 use crate::carrier::{Carrier, CarrierReply};
-use crate::clock::{Clock, Millis};
+use crate::clock::Clock;
 use crate::engine::{
     Attempt, Begun, DiePoint, Engine, EngineConfig, EngineError, Finished, Request, RequestDigest,
     Response,
@@ -17,44 +17,7 @@ use crate::store::{StoreError, StorePool};
 use std::sync::mpsc::{Receiver, SyncSender, TrySendError};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::Instant;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, TryAcquireError, oneshot};
-
-/// A clock that runs `scale` times faster than the wall from the moment the server starts
-/// (`--time-scale`): every duration the engine measures on it (lease, retention, the carrier's
-/// latency and timeout, the sweep period) passes `scale` times sooner. At scale 1 it is the
-/// system clock.
-pub struct ScaledClock {
-    start_ms: Millis,
-    start: Instant,
-    scale: f64,
-}
-
-impl ScaledClock {
-    pub fn new(scale: f64) -> Self {
-        ScaledClock {
-            start_ms: crate::clock::SystemClock.now_ms(),
-            start: Instant::now(),
-            scale,
-        }
-    }
-
-    /// The wall-clock time an engine duration takes.
-    pub fn wall(&self, engine_ms: Millis) -> std::time::Duration {
-        std::time::Duration::from_secs_f64(engine_ms.max(0) as f64 / 1000.0 / self.scale)
-    }
-
-    /// The engine duration a wall-clock time is (the inverse of [`ScaledClock::wall`]).
-    pub fn engine_ms(&self, wall: std::time::Duration) -> Millis {
-        (wall.as_secs_f64() * 1000.0 * self.scale).round() as Millis
-    }
-}
-
-impl Clock for ScaledClock {
-    fn now_ms(&self) -> Millis {
-        self.start_ms + (self.start.elapsed().as_secs_f64() * 1000.0 * self.scale) as Millis
-    }
-}
 
 /// Why a job got no answer from the store.
 #[derive(Debug, Clone)]
@@ -353,22 +316,5 @@ fn run(engine: &mut Engine, job: Job, remote_carrier: bool) -> bool {
             let _ = reply.send(r);
             ok
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_scaled_clock_runs_faster_and_converts_back_to_the_wall() {
-        let c = ScaledClock::new(3600.0);
-        assert_eq!(c.wall(86_400_000), std::time::Duration::from_secs(24));
-        let a = c.now_ms();
-        std::thread::sleep(std::time::Duration::from_millis(2));
-        assert!(
-            c.now_ms() - a >= 7_000,
-            "2 ms of wall time is 7.2 s of engine time"
-        );
     }
 }

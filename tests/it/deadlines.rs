@@ -302,7 +302,7 @@ fn serve_answers_503_when_its_postgres_backend_stops_and_recovers() {
         .spawn()
         .unwrap();
     let base = common::listening_url(&mut serve).expect("a listening line from serve");
-    idemcalc::load::install_tls_provider();
+    idemcalc::net::install_tls_provider();
     let http = reqwest::blocking::Client::builder()
         .timeout(Duration::from_secs(60))
         .build()

@@ -495,7 +495,7 @@ pub const TOKEN: &str = "tok-fulfilment";
 /// A client that opens a connection per request: a kept-alive one could be closed by the
 /// server's header deadline just as a test reuses it.
 pub fn client() -> reqwest::blocking::Client {
-    idemcalc::load::install_tls_provider();
+    idemcalc::net::install_tls_provider();
     reqwest::blocking::Client::builder()
         .timeout(std::time::Duration::from_secs(60))
         .pool_max_idle_per_host(0)
