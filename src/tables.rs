@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
 pub enum TableError {
+    #[cfg(feature = "tables")]
     #[error("{path}: {source}")]
     Io {
         path: PathBuf,
