@@ -817,7 +817,7 @@ impl Store for SqliteStore {
                 .prepare_cached("SELECT COALESCE(SUM(pgsize), 0) FROM dbstat WHERE name = ?1")
                 .and_then(|mut s| s.query_row([name], |r| r.get::<_, i64>(0)))
                 .map(|n| n.max(0) as u64)
-                .map_err(|e| self_err(&self.path.display().to_string(), e))
+                .map_err(|e| self.err(e))
         };
         Ok(StoreBytes {
             keys_table_bytes: size("idempotency_keys")?

@@ -3,7 +3,6 @@
 //! and bytes per record (read from the store's page accounting), each with its 95 % interval.
 
 use super::tallies::{Figure, Tallies};
-use statrs::distribution::{ContinuousCDF, StudentsT};
 
 /// The page size both stores allocate in (SQLite's `PAGE_SIZE`, PostgreSQL's block).
 const PAGE_BYTES: f64 = 8192.0;
@@ -183,9 +182,7 @@ fn spread_figure(values: &[f64]) -> Figure {
         };
     }
     let var = values.iter().map(|v| (v - mean).powi(2)).sum::<f64>() / (n - 1.0);
-    let t = StudentsT::new(0.0, 1.0, n - 1.0)
-        .map(|d| d.inverse_cdf(0.975))
-        .unwrap_or(1.96);
+    let t = crate::stats::t975(n - 1.0).unwrap_or(1.96);
     let half = t * (var / n).sqrt();
     Figure {
         estimate: mean,
